@@ -1,0 +1,47 @@
+# gputop — make help lists the targets.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: help install run demo test lint typecheck pytest snapshot-update screenshots bench clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+
+$(BIN)/gputop: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev,export]'
+	@touch $@
+
+install: $(BIN)/gputop ## create .venv and install gputop with its dev tools
+
+run: install ## start gputop: real GPUs when the driver is there, else the demo (DEMO marker)
+	$(BIN)/gputop
+
+demo: install ## start gputop on the simulated 4-GPU demo box
+	$(BIN)/gputop --demo
+
+lint: install ## ruff format --check and ruff check
+	$(BIN)/ruff format --check gputop tests bench
+	$(BIN)/ruff check gputop tests bench
+
+typecheck: install ## mypy (strict) on gputop/
+	$(BIN)/mypy gputop
+
+pytest: install ## the test suite only
+	$(BIN)/pytest
+
+test: lint typecheck pytest ## everything CI runs: lint, types, tests
+
+snapshot-update: install ## re-record the SVG snapshots of the UI
+	$(BIN)/pytest tests/ui --snapshot-update
+
+screenshots: install ## regenerate screenshots/ from the demo scenario
+	$(BIN)/python -m gputop.ui.screenshots screenshots
+
+bench: install ## measure snapshot, sampler, holder-scan and UI costs
+	$(BIN)/python -m bench
+
+clean: ## remove the venv and caches
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

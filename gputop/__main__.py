@@ -1,0 +1,5 @@
+"""python -m gputop"""
+
+from gputop.cli import main
+
+raise SystemExit(main())

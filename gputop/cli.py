@@ -1,0 +1,146 @@
+"""Command line: `gputop` (dashboard), `gputop --once/--json`, and the subcommands.
+
+Each subcommand lives in its own module exposing ``add_arguments(parser)`` and ``run(args) -> int``;
+they are imported only when needed so `gputop --once` never loads Textual.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+
+from gputop import __version__
+from gputop.errors import GputopError
+from gputop.source import add_source_arguments
+
+# name -> (module, one-line help)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "doctor": ("gputop.views.doctor", "diagnose stuck GPU processes and unattributed memory"),
+    "query": ("gputop.views.query", "nvidia-smi --query-gpu compatible logger"),
+    "dmon": ("gputop.views.dmon", "nvidia-smi dmon compatible device monitor"),
+    "export": ("gputop.views.exporter", "Prometheus exporter (dcgm-exporter compatible names)"),
+}
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a number of seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0: {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole argument parser, subcommands included."""
+    parser = argparse.ArgumentParser(
+        prog="gputop",
+        description="A terminal dashboard for NVIDIA GPUs. No options: the interactive dashboard.",
+    )
+    parser.add_argument("-V", "--version", action="version", version=f"gputop {__version__}")
+    add_source_arguments(parser)
+    mode = parser.add_argument_group("one-shot output")
+    mode.add_argument("-1", "--once", action="store_true", help="print a compact view and exit")
+    mode.add_argument(
+        "--json", action="store_true", help="print the full snapshot as JSON and exit"
+    )
+    mode.add_argument("-c", "--show-cmd", action="store_true", help="--once: show commands")
+    mode.add_argument("-p", "--show-pid", action="store_true", help="--once: show PIDs")
+    mode.add_argument("-u", "--show-user", action="store_true", help="--once: show users")
+    mode.add_argument("-F", "--show-fan", action="store_true", help="--once: show fan speed")
+    mode.add_argument(
+        "-P", "--show-power", action="store_true", help="--once: show power draw/limit"
+    )
+    mode.add_argument(
+        "--no-color", action="store_true", help="no colours (also when NO_COLOR is set)"
+    )
+    ui = parser.add_argument_group("dashboard")
+    ui.add_argument(
+        "--interval",
+        type=positive_float,
+        default=1.0,
+        metavar="SEC",
+        help="sampling interval in seconds (default 1)",
+    )
+    ui.add_argument("--theme", default=None, help="a Textual theme name, e.g. nord, gruvbox")
+    ui.add_argument(
+        "--audit-log", metavar="FILE", default=None, help="append every signal sent to FILE"
+    )
+    ui.add_argument(
+        "--readonly", action="store_true", help="no signals at all: for shared boxes and demos"
+    )
+    subs = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module_name, help_text) in SUBCOMMANDS.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            continue
+        sub = subs.add_parser(name, help=help_text, description=help_text)
+        add_source_arguments(sub)
+        module.add_arguments(sub)
+    return parser
+
+
+def wants_color(args: argparse.Namespace) -> bool:
+    """Colour unless --no-color, NO_COLOR (any value), or output is not a terminal."""
+    if getattr(args, "no_color", False) or "NO_COLOR" in os.environ:
+        return False
+    return sys.stdout.isatty()
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.command:
+        module = importlib.import_module(SUBCOMMANDS[args.command][0])
+        result: int = module.run(args)
+        return result
+    if args.once or args.json:
+        from gputop.source import source_from_args
+
+        source = source_from_args(args)
+        try:
+            snapshot = source.snapshot()
+        finally:
+            source.close()
+        if args.json:
+            from gputop.views.json_view import render_json
+
+            sys.stdout.write(render_json(snapshot) + "\n")
+        else:
+            from gputop.views.once import OnceOptions, render_once
+
+            options = OnceOptions(
+                show_cmd=args.show_cmd,
+                show_pid=args.show_pid,
+                show_user=args.show_user,
+                show_fan=args.show_fan,
+                show_power=args.show_power,
+                color=wants_color(args),
+            )
+            sys.stdout.write(render_once(snapshot, options))
+        return 0
+    from gputop.ui import run_dashboard  # Textual only for the dashboard
+
+    return run_dashboard(args)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `gputop` command; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        return _run(args)
+    except GputopError as exc:
+        print(f"gputop: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # `gputop --once | head` closing the pipe early is not an error worth a traceback.
+        sys.stderr.close()
+        return 0

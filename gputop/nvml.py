@@ -1,0 +1,459 @@
+"""The one way in to the NVIDIA driver: NVML, through pynvml, into immutable Snapshots.
+
+Only this module imports pynvml. Every field is read on its own through ``_read``: a field the
+driver does not support (or may not tell us) is ``None``; a GPU that falls off the bus becomes a
+GpuSample in state LOST while the others keep working.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import pynvml
+
+from gputop.cuda_index import DeviceKey, cuda_index_map
+from gputop.errors import DriverError
+from gputop.model import GpuProcess, GpuSample, GpuState, ProcessType, Snapshot, SystemInfo
+
+T = TypeVar("T")
+
+# Errors that mean "this field is not available here": the field becomes None.
+_FIELD_ERRORS = {
+    pynvml.NVML_ERROR_NOT_SUPPORTED,
+    pynvml.NVML_ERROR_NO_PERMISSION,
+    pynvml.NVML_ERROR_FUNCTION_NOT_FOUND,
+    pynvml.NVML_ERROR_NOT_FOUND,
+    pynvml.NVML_ERROR_INVALID_ARGUMENT,
+    pynvml.NVML_ERROR_UNKNOWN,
+    pynvml.NVML_ERROR_INSUFFICIENT_SIZE,
+    pynvml.NVML_ERROR_TIMEOUT,
+    getattr(pynvml, "NVML_ERROR_ARGUMENT_VERSION_MISMATCH", 25),
+}
+
+_INIT_MESSAGES = {
+    pynvml.NVML_ERROR_LIBRARY_NOT_FOUND: (
+        "NVIDIA driver not found (libnvidia-ml.so.1). Try: gputop --demo"
+    ),
+    pynvml.NVML_ERROR_DRIVER_NOT_LOADED: (
+        "the NVIDIA kernel driver is not loaded (is this a GPU machine?). Try: gputop --demo"
+    ),
+    pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH: (
+        "NVIDIA driver/library version mismatch: the driver was upgraded without a reboot "
+        "(reboot, or reload the nvidia kernel modules)"
+    ),
+    pynvml.NVML_ERROR_NO_PERMISSION: (
+        "no permission to use the NVIDIA driver (check access to /dev/nvidia*)"
+    ),
+}
+
+THROTTLE_REASONS = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+}
+
+COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclusive_Process"}
+
+
+class _ProcessInfoV1(ctypes.Structure):
+    """The original nvmlProcessInfo_t, for drivers older than the _v2 call."""
+
+    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
+
+
+class _Lost(Exception):
+    """The GPU answered NVML_ERROR_GPU_IS_LOST."""
+
+
+def _read(call: Callable[..., T], *args: Any) -> T | None:
+    """Run one NVML call; unsupported/forbidden -> None; lost GPU -> _Lost."""
+    try:
+        return call(*args)
+    except pynvml.NVMLError as exc:
+        if exc.value == pynvml.NVML_ERROR_GPU_IS_LOST:
+            raise _Lost from None
+        if exc.value in _FIELD_ERRORS:
+            return None
+        raise
+
+
+def _first(*calls: Callable[[], T]) -> T | None:
+    """The first call that the driver has (FUNCTION_NOT_FOUND moves on to the next)."""
+    for call in calls:
+        try:
+            return call()
+        except pynvml.NVMLError as exc:
+            if exc.value == pynvml.NVML_ERROR_GPU_IS_LOST:
+                raise _Lost from None
+            if exc.value != pynvml.NVML_ERROR_FUNCTION_NOT_FOUND and exc.value in _FIELD_ERRORS:
+                return None
+            if exc.value != pynvml.NVML_ERROR_FUNCTION_NOT_FOUND:
+                raise
+        except AttributeError:  # an older pynvml without this wrapper
+            continue
+    return None
+
+
+def _text(value: str | bytes | None) -> str | None:
+    """Bindings disagree on str vs bytes for names, UUIDs and versions."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value
+
+
+def cuda_version_text(version: int | None) -> str | None:
+    """12040 -> '12.4' (NVML's integer CUDA driver version)."""
+    if version is None:
+        return None
+    return f"{version // 1000}.{(version % 1000) // 10}"
+
+
+@dataclass(slots=True)
+class _Static:
+    """Per-GPU facts that do not change while we run: read once."""
+
+    uuid: str | None = None
+    name: str | None = None
+    pci_bus_id: str | None = None
+    compute_capability: tuple[int, int] | None = None
+    slowdown_c: int | None = None
+    shutdown_c: int | None = None
+    clock_max: dict[str, int | None] = field(default_factory=dict)
+    pcie_gen_max: int | None = None
+    pcie_width_max: int | None = None
+    fans: int | None = None
+    cuda_index: int | None = None
+
+
+class NvmlSource:
+    """Reads complete Snapshots from NVML (real or simulated). Thread-safe for one reader."""
+
+    def __init__(self, *, environ: Mapping[str, str] | None = None, simulated: bool = False):
+        self._simulated = simulated
+        self._environ = os.environ if environ is None else environ
+        self._seq = 0
+        self._lock = threading.Lock()
+        self._proc_api: str | None = None  # v3 / v2 / v1, whichever the driver has
+        self._util_since: dict[int, int] = {}
+        try:
+            pynvml.nvmlInit()
+        except pynvml.NVMLError as exc:
+            message = _INIT_MESSAGES.get(exc.value)
+            raise DriverError(message or f"cannot initialise NVML: {exc}") from None
+        try:
+            count = pynvml.nvmlDeviceGetCount()
+        except pynvml.NVMLError as exc:
+            raise DriverError(f"cannot count GPUs: {exc}") from None
+        self._handles: list[Any | None] = []
+        self._static: list[_Static] = []
+        for i in range(count):
+            try:
+                self._handles.append(pynvml.nvmlDeviceGetHandleByIndex(i))
+            except pynvml.NVMLError:
+                self._handles.append(None)
+            self._static.append(self._read_static(self._handles[-1]))
+        self._assign_cuda_indices()
+        self._system = self._read_system()
+
+    @property
+    def simulated(self) -> bool:
+        """True when the data comes from gputop's simulated driver."""
+        return self._simulated
+
+    def close(self) -> None:
+        """Release NVML."""
+        with contextlib.suppress(pynvml.NVMLError):
+            pynvml.nvmlShutdown()
+
+    # -- static ---------------------------------------------------------------------------
+    def _read_static(self, handle: Any) -> _Static:
+        st = _Static()
+        if handle is None:
+            return st
+        try:
+            st.uuid = _text(_read(pynvml.nvmlDeviceGetUUID, handle))
+            st.name = _text(_read(pynvml.nvmlDeviceGetName, handle))
+            pci = _read(pynvml.nvmlDeviceGetPciInfo, handle)
+            st.pci_bus_id = _text(pci.busId) if pci is not None else None
+            cc = _read(pynvml.nvmlDeviceGetCudaComputeCapability, handle)
+            st.compute_capability = (int(cc[0]), int(cc[1])) if cc else None
+            st.slowdown_c = _read(
+                pynvml.nvmlDeviceGetTemperatureThreshold,
+                handle,
+                pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN,
+            )
+            st.shutdown_c = _read(
+                pynvml.nvmlDeviceGetTemperatureThreshold,
+                handle,
+                pynvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN,
+            )
+            for key, clock in (
+                ("graphics", pynvml.NVML_CLOCK_GRAPHICS),
+                ("sm", pynvml.NVML_CLOCK_SM),
+                ("memory", pynvml.NVML_CLOCK_MEM),
+            ):
+                st.clock_max[key] = _read(pynvml.nvmlDeviceGetMaxClockInfo, handle, clock)
+            st.pcie_gen_max = _read(pynvml.nvmlDeviceGetMaxPcieLinkGeneration, handle)
+            st.pcie_width_max = _read(pynvml.nvmlDeviceGetMaxPcieLinkWidth, handle)
+            st.fans = _first(lambda: pynvml.nvmlDeviceGetNumFans(handle))
+        except _Lost:
+            pass  # the per-tick read reports the GPU as lost
+        return st
+
+    def _assign_cuda_indices(self) -> None:
+        keys = [
+            DeviceKey(
+                index=i,
+                uuid=st.uuid,
+                pci_bus_id=st.pci_bus_id,
+                compute_capability=st.compute_capability,
+            )
+            for i, st in enumerate(self._static)
+        ]
+        mapping = cuda_index_map(keys, self._environ)
+        for i, st in enumerate(self._static):
+            st.cuda_index = mapping.get(i)
+
+    def _read_system(self) -> SystemInfo:
+        return SystemInfo(
+            hostname=socket.gethostname(),
+            driver_version=_text(_first(pynvml.nvmlSystemGetDriverVersion)),
+            cuda_driver_version=cuda_version_text(
+                _first(
+                    pynvml.nvmlSystemGetCudaDriverVersion_v2,
+                    pynvml.nvmlSystemGetCudaDriverVersion,
+                )
+            ),
+            nvml_version=_text(_first(pynvml.nvmlSystemGetNVMLVersion)),
+            simulated=self._simulated,
+        )
+
+    # -- per tick -------------------------------------------------------------------------
+    def snapshot(self) -> Snapshot:
+        """Read every GPU once and return one immutable Snapshot."""
+        with self._lock:
+            self._seq += 1
+            seq = self._seq
+        wall, mono = time.time(), time.monotonic()
+        gpus = tuple(self._read_gpu(i) for i in range(len(self._handles)))
+        return Snapshot(
+            seq=seq,
+            taken_at_wall=wall,
+            taken_at_mono=mono,
+            duration_s=time.monotonic() - mono,
+            system=self._system,
+            gpus=gpus,
+        )
+
+    def _read_gpu(self, index: int) -> GpuSample:
+        st = self._static[index]
+        identity: dict[str, Any] = {
+            "index": index,
+            "cuda_index": st.cuda_index,
+            "uuid": st.uuid,
+            "name": st.name,
+            "pci_bus_id": st.pci_bus_id,
+        }
+        handle = self._handles[index]
+        if handle is None:
+            return GpuSample(state=GpuState.ERROR, error="no handle from the driver", **identity)
+        try:
+            return GpuSample(**identity, **self._read_dynamic(index, handle, st))
+        except _Lost:
+            return GpuSample(
+                state=GpuState.LOST, error="GPU is lost (fell off the bus)", **identity
+            )
+        except pynvml.NVMLError as exc:
+            return GpuSample(state=GpuState.ERROR, error=str(exc), **identity)
+
+    def _read_dynamic(self, index: int, h: Any, st: _Static) -> dict[str, Any]:
+        values: dict[str, Any] = {
+            "compute_capability": st.compute_capability,
+            "temperature_slowdown_c": st.slowdown_c,
+            "temperature_shutdown_c": st.shutdown_c,
+            "clock_graphics_max_mhz": st.clock_max.get("graphics"),
+            "clock_sm_max_mhz": st.clock_max.get("sm"),
+            "clock_memory_max_mhz": st.clock_max.get("memory"),
+            "pcie_gen_max": st.pcie_gen_max,
+            "pcie_width_max": st.pcie_width_max,
+        }
+        values.update(self._read_memory(h))
+        util = _read(pynvml.nvmlDeviceGetUtilizationRates, h)
+        if util is not None:
+            values["utilization_gpu_percent"] = int(util.gpu)
+            values["utilization_memory_percent"] = int(util.memory)
+        enc = _read(pynvml.nvmlDeviceGetEncoderUtilization, h)
+        dec = _read(pynvml.nvmlDeviceGetDecoderUtilization, h)
+        values["encoder_percent"] = enc[0] if enc else None
+        values["decoder_percent"] = dec[0] if dec else None
+        values["temperature_c"] = _first(
+            lambda: pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
+            lambda: pynvml.nvmlDeviceGetTemperatureV(h, pynvml.NVML_TEMPERATURE_GPU),
+        )
+        values["fan_speeds_percent"] = self._read_fans(h, st)
+        values["power_draw_mw"] = _read(pynvml.nvmlDeviceGetPowerUsage, h)
+        values["power_limit_mw"] = _read(pynvml.nvmlDeviceGetEnforcedPowerLimit, h)
+        for key, clock in (
+            ("clock_graphics_mhz", pynvml.NVML_CLOCK_GRAPHICS),
+            ("clock_sm_mhz", pynvml.NVML_CLOCK_SM),
+            ("clock_memory_mhz", pynvml.NVML_CLOCK_MEM),
+        ):
+            values[key] = _read(pynvml.nvmlDeviceGetClockInfo, h, clock)
+        pstate = _read(pynvml.nvmlDeviceGetPerformanceState, h)
+        values["performance_state"] = None if pstate is None or pstate >= 32 else pstate
+        values["throttle_reasons"] = self._read_throttle(h)
+        values["pcie_gen"] = _read(pynvml.nvmlDeviceGetCurrPcieLinkGeneration, h)
+        values["pcie_width"] = _read(pynvml.nvmlDeviceGetCurrPcieLinkWidth, h)
+        values["pcie_rx_kbps"] = _read(
+            pynvml.nvmlDeviceGetPcieThroughput, h, pynvml.NVML_PCIE_UTIL_RX_BYTES
+        )
+        values["pcie_tx_kbps"] = _read(
+            pynvml.nvmlDeviceGetPcieThroughput, h, pynvml.NVML_PCIE_UTIL_TX_BYTES
+        )
+        values["ecc_errors_uncorrected_volatile"] = _read(
+            pynvml.nvmlDeviceGetTotalEccErrors,
+            h,
+            pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+            pynvml.NVML_VOLATILE_ECC,
+        )
+        mode = _read(pynvml.nvmlDeviceGetComputeMode, h)
+        values["compute_mode"] = COMPUTE_MODES.get(mode) if mode is not None else None
+        persistence = _read(pynvml.nvmlDeviceGetPersistenceMode, h)
+        values["persistence_mode"] = bool(persistence) if persistence is not None else None
+        mig = _read(pynvml.nvmlDeviceGetMigMode, h)
+        values["mig_mode"] = bool(mig[0]) if mig else None
+        values["processes"] = self._read_processes(index, h)
+        return values
+
+    def _read_memory(self, h: Any) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        mem = _first(lambda: pynvml.nvmlDeviceGetMemoryInfo(h, version=pynvml.nvmlMemory_v2))
+        if mem is not None:
+            values["memory_reserved_bytes"] = int(mem.reserved)
+        else:
+            mem = _read(pynvml.nvmlDeviceGetMemoryInfo, h)
+        if mem is not None:
+            values["memory_total_bytes"] = int(mem.total)
+            values["memory_used_bytes"] = int(mem.used)
+            values["memory_free_bytes"] = int(mem.free)
+        bar1 = _read(pynvml.nvmlDeviceGetBAR1MemoryInfo, h)
+        if bar1 is not None:
+            values["bar1_total_bytes"] = int(bar1.bar1Total)
+            values["bar1_used_bytes"] = int(bar1.bar1Used)
+        return values
+
+    def _read_fans(self, h: Any, st: _Static) -> tuple[int, ...] | None:
+        if st.fans:
+            speeds = [_read(pynvml.nvmlDeviceGetFanSpeed_v2, h, i) for i in range(st.fans)]
+            known = tuple(s for s in speeds if s is not None)
+            return known or None
+        if st.fans is None:  # a driver without nvmlDeviceGetNumFans
+            speed = _read(pynvml.nvmlDeviceGetFanSpeed, h)
+            return (speed,) if speed is not None else None
+        return None
+
+    def _read_throttle(self, h: Any) -> tuple[str, ...] | None:
+        mask = _first(
+            lambda: pynvml.nvmlDeviceGetCurrentClocksEventReasons(h),
+            lambda: pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(h),
+        )
+        if mask is None:
+            return None
+        return tuple(name for bit, name in THROTTLE_REASONS.items() if mask & bit)
+
+    # -- processes ------------------------------------------------------------------------
+    def _read_processes(self, index: int, h: Any) -> tuple[GpuProcess, ...]:
+        by_pid: dict[int, tuple[ProcessType, int | None]] = {}
+        for kind, ptype in (("Compute", ProcessType.COMPUTE), ("Graphics", ProcessType.GRAPHICS)):
+            for pid, used in self._list_processes(kind, h):
+                if pid in by_pid:
+                    prev_used = by_pid[pid][1]
+                    total = (prev_used or 0) + (used or 0) if prev_used or used else None
+                    by_pid[pid] = (ProcessType.MIXED, total)
+                else:
+                    by_pid[pid] = (ptype, used)
+        utils = self._read_process_utilization(index, h) if by_pid else {}
+        return tuple(
+            GpuProcess(
+                pid=pid,
+                gpu_index=index,
+                type=ptype,
+                used_memory_bytes=used,
+                sm_util_percent=utils.get(pid, (None, None))[0],
+                memory_util_percent=utils.get(pid, (None, None))[1],
+            )
+            for pid, (ptype, used) in sorted(by_pid.items())
+        )
+
+    def _list_processes(self, kind: str, h: Any) -> list[tuple[int, int | None]]:
+        """(pid, used bytes) pairs, trying the v3, v2 then v1 call: drivers disagree."""
+        apis = [self._proc_api] if self._proc_api else ["v3", "v2", "v1"]
+        for api in apis:
+            try:
+                if api == "v1":
+                    result = _processes_v1(kind, h)
+                else:
+                    wrapper = getattr(pynvml, f"nvmlDeviceGet{kind}RunningProcesses_{api}")
+                    result = [(int(p.pid), _used(p.usedGpuMemory)) for p in wrapper(h)]
+            except AttributeError:
+                continue
+            except pynvml.NVMLError as exc:
+                if exc.value == pynvml.NVML_ERROR_FUNCTION_NOT_FOUND:
+                    continue
+                if exc.value == pynvml.NVML_ERROR_GPU_IS_LOST:
+                    raise _Lost from None
+                if exc.value in _FIELD_ERRORS:
+                    return []
+                raise
+            self._proc_api = api
+            return result
+        return []
+
+    def _read_process_utilization(self, index: int, h: Any) -> dict[int, tuple[int, int]]:
+        since = self._util_since.get(index, 0)
+        samples = _read(pynvml.nvmlDeviceGetProcessUtilization, h, since)
+        if not samples:
+            return {}
+        latest: dict[int, Any] = {}
+        for s in samples:
+            if s.pid not in latest or s.timeStamp > latest[s.pid].timeStamp:
+                latest[s.pid] = s
+        self._util_since[index] = max(s.timeStamp for s in samples)
+        return {pid: (int(s.smUtil), int(s.memUtil)) for pid, s in latest.items()}
+
+
+def _used(value: int | None) -> int | None:
+    if value is None or value >= 2**64 - 1:  # NVML_VALUE_NOT_AVAILABLE (e.g. Windows WDDM)
+        return None
+    return int(value)
+
+
+def _processes_v1(kind: str, h: Any) -> list[tuple[int, int | None]]:
+    """The pre-_v2 call with its smaller struct, through pynvml's own symbol lookup."""
+    fn = pynvml._nvmlGetFunctionPointer(f"nvmlDeviceGet{kind}RunningProcesses")
+    count = ctypes.c_uint(0)
+    ret = fn(h, ctypes.byref(count), None)
+    if ret == pynvml.NVML_SUCCESS:
+        return []
+    if ret != pynvml.NVML_ERROR_INSUFFICIENT_SIZE:
+        raise pynvml.NVMLError(ret)
+    count.value = count.value * 2 + 5
+    array = (_ProcessInfoV1 * count.value)()
+    ret = fn(h, ctypes.byref(count), array)
+    if ret != pynvml.NVML_SUCCESS:
+        raise pynvml.NVMLError(ret)
+    return [(int(array[i].pid), _used(array[i].usedGpuMemory)) for i in range(count.value)]

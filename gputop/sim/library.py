@@ -1,0 +1,451 @@
+"""A simulated libnvidia-ml: stands where the C library would, so the real pynvml runs on it.
+
+pynvml resolves every call with ``getattr(nvmlLib, "nvmlDeviceGetX")`` and passes ctypes objects
+(``byref(c_uint())``, string buffers, struct arrays). This object answers those calls from a
+Scenario and fills the very ctypes objects pynvml created. Unknown functions raise AttributeError,
+which pynvml turns into NVML_ERROR_FUNCTION_NOT_FOUND, as with an old driver.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from gputop.sim.clock import Clock, ElapsedClock
+from gputop.sim.scenario import MiB, Scenario, SimGpu, SimProcess, Wave
+
+SUCCESS = 0
+ERROR_UNINITIALIZED = 1
+ERROR_INVALID_ARGUMENT = 2
+ERROR_NOT_SUPPORTED = 3
+ERROR_INSUFFICIENT_SIZE = 7
+ERROR_NOT_FOUND = 6
+ERROR_GPU_IS_LOST = 15
+INIT_ERRORS = {
+    "driver_not_loaded": 9,
+    "no_permission": 4,
+    "lib_rm_version_mismatch": 18,
+    "unknown": 999,
+}
+ERROR_STRINGS = {
+    0: b"Success",
+    1: b"Uninitialized",
+    2: b"Invalid Argument",
+    3: b"Not Supported",
+    4: b"Insufficient Permissions",
+    6: b"Not Found",
+    7: b"Insufficient Size",
+    9: b"Driver Not Loaded",
+    13: b"Function Not Found",
+    15: b"GPU is lost",
+    18: b"RM has detected an NVML/RM version mismatch.",
+    999: b"Unknown Error",
+}
+NOT_AVAILABLE_U32 = 0xFFFFFFFF
+
+
+class _Fn:
+    """A 'C function': callable, and accepts pynvml setting ``restype`` on it."""
+
+    __slots__ = ("_impl", "_lib", "_name", "restype")
+
+    def __init__(self, lib: SimLibrary, name: str, impl: Callable[..., Any]) -> None:
+        self._lib, self._name, self._impl = lib, name, impl
+        self.restype: Any = None
+
+    def __call__(self, *args: Any) -> Any:
+        return self._lib._dispatch(self._name, self._impl, args)
+
+
+def _target(arg: Any) -> Any:
+    """The ctypes object behind ``byref(x)`` (or x itself)."""
+    return getattr(arg, "_obj", arg)
+
+
+def _put(arg: Any, value: int) -> None:
+    _target(arg).value = value
+
+
+class SimLibrary:
+    """The simulated NVML library for one Scenario."""
+
+    def __init__(self, scenario: Scenario, clock: Clock | None = None) -> None:
+        self.scenario = scenario
+        self.clock: Clock = clock or ElapsedClock()
+        self.calls: Counter[str] = Counter()  # every NVML call answered, by name
+        self._lock = threading.Lock()
+        self._initialized = 0
+        # One small buffer per GPU: its address is the opaque device handle.
+        self._handle_bufs = [ctypes.create_string_buffer(8) for _ in scenario.gpus]
+        self._by_address = {ctypes.addressof(b): i for i, b in enumerate(self._handle_bufs)}
+        self.blocked: dict[str, threading.Event] = {}  # tests: a call that waits until set()
+
+    # -- plumbing -------------------------------------------------------------------------
+    def __getattr__(self, name: str) -> _Fn:
+        if not name.startswith("nvml"):
+            raise AttributeError(name)
+        impl = getattr(type(self), "_" + name, None)
+        if impl is None or not self._has(name):
+            raise AttributeError(name)
+        fn = _Fn(self, name, impl.__get__(self))
+        return fn
+
+    def _has(self, name: str) -> bool:
+        api = self.scenario.process_api
+        if name.endswith("RunningProcesses_v3"):
+            return api == "v3"
+        if name.endswith("RunningProcesses_v2"):
+            return api in ("v2", "v3")
+        return True
+
+    def _dispatch(self, name: str, impl: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        with self._lock:
+            self.calls[name] += 1
+        gate = self.blocked.get(name)
+        if gate is not None:
+            gate.wait()
+        if name in ("nvmlInitWithFlags", "nvmlErrorString"):
+            return impl(*args)
+        if self._initialized <= 0:
+            return ERROR_UNINITIALIZED
+        if args and isinstance(args[0], ctypes._Pointer):  # a device handle
+            index = self._index(args[0])
+            if index is None:
+                return ERROR_INVALID_ARGUMENT
+            gpu = self.scenario.gpus[index]
+            delay = gpu.slow_calls.get(name)
+            if delay:
+                time.sleep(delay)
+            if gpu.lost_after_s is not None and self.now() >= gpu.lost_after_s:
+                return ERROR_GPU_IS_LOST
+            if name in gpu.unsupported:
+                return ERROR_NOT_SUPPORTED
+            try:
+                return impl(gpu, *args[1:])
+            except _Unsupported:
+                return ERROR_NOT_SUPPORTED
+        return impl(*args)
+
+    def _index(self, handle: Any) -> int | None:
+        address = ctypes.cast(handle, ctypes.c_void_p).value
+        return self._by_address.get(address or 0)
+
+    def now(self) -> float:
+        """Scenario time in seconds."""
+        return self.clock.now()
+
+    def _value(self, gpu: SimGpu, key: str) -> float:
+        wave = gpu.readings.get(key)
+        if wave is None:
+            raise _Unsupported
+        return wave.at(self.now(), self.scenario.seed + self._gpu_seed(gpu))
+
+    def _int(self, gpu: SimGpu, key: str) -> int:
+        return round(self._value(gpu, key))
+
+    def _gpu_seed(self, gpu: SimGpu) -> int:
+        return self.scenario.gpus.index(gpu) * 7919
+
+    def _wave(self, wave: Wave, gpu: SimGpu) -> float:
+        return wave.at(self.now(), self.scenario.seed + self._gpu_seed(gpu))
+
+    def processes(self, gpu: SimGpu, kind: str) -> list[SimProcess]:
+        """The processes of this kind present on the GPU at the current scenario time."""
+        t = self.now()
+        return [
+            p
+            for p in gpu.processes
+            if p.type == kind and p.start_s <= t and (p.end_s is None or t < p.end_s)
+        ]
+
+    # -- system ---------------------------------------------------------------------------
+    def _nvmlInitWithFlags(self, flags: int) -> int:
+        if self.scenario.init_error:
+            return INIT_ERRORS.get(self.scenario.init_error, 999)
+        self._initialized += 1
+        return SUCCESS
+
+    def _nvmlShutdown(self) -> int:
+        self._initialized = max(0, self._initialized - 1)
+        return SUCCESS
+
+    def _nvmlErrorString(self, result: int) -> bytes:
+        return ERROR_STRINGS.get(int(result), b"Unknown Error")
+
+    def _nvmlSystemGetDriverVersion(self, buf: Any, size: Any) -> int:
+        buf.value = self.scenario.driver_version.encode()
+        return SUCCESS
+
+    def _nvmlSystemGetNVMLVersion(self, buf: Any, size: Any) -> int:
+        buf.value = self.scenario.nvml_version.encode()
+        return SUCCESS
+
+    def _nvmlSystemGetCudaDriverVersion(self, out: Any) -> int:
+        _put(out, self.scenario.cuda_driver_version)
+        return SUCCESS
+
+    _nvmlSystemGetCudaDriverVersion_v2 = _nvmlSystemGetCudaDriverVersion
+
+    def _nvmlSystemGetProcessName(self, pid: Any, buf: Any, size: Any) -> int:
+        wanted = _target(pid).value
+        for gpu in self.scenario.gpus:
+            for proc in gpu.processes:
+                if proc.pid == wanted:
+                    buf.value = proc.name.encode()
+                    return SUCCESS
+        return ERROR_NOT_FOUND
+
+    def _nvmlDeviceGetCount_v2(self, out: Any) -> int:
+        _put(out, len(self.scenario.gpus))
+        return SUCCESS
+
+    def _nvmlDeviceGetHandleByIndex_v2(self, index: Any, out: Any) -> int:
+        i = _target(index).value
+        if not 0 <= i < len(self.scenario.gpus):
+            return ERROR_INVALID_ARGUMENT
+        pointer = _target(out)
+        slot = ctypes.cast(ctypes.addressof(pointer), ctypes.POINTER(ctypes.c_void_p))
+        slot[0] = ctypes.addressof(self._handle_bufs[i])
+        return SUCCESS
+
+    # -- identity -------------------------------------------------------------------------
+    def _nvmlDeviceGetName(self, gpu: SimGpu, buf: Any, size: Any) -> int:
+        buf.value = gpu.name.encode()
+        return SUCCESS
+
+    def _nvmlDeviceGetUUID(self, gpu: SimGpu, buf: Any, size: Any) -> int:
+        buf.value = gpu.uuid.encode()
+        return SUCCESS
+
+    def _nvmlDeviceGetPciInfo_v3(self, gpu: SimGpu, out: Any) -> int:
+        info = _target(out)
+        info.busId = gpu.pci_bus_id.encode()
+        info.busIdLegacy = gpu.pci_bus_id.encode()
+        domain, bus, rest = gpu.pci_bus_id.split(":")
+        info.domain, info.bus, info.device = int(domain, 16), int(bus, 16), int(rest[:2], 16)
+        info.pciDeviceId = 0x20B010DE
+        return SUCCESS
+
+    def _nvmlDeviceGetCudaComputeCapability(self, gpu: SimGpu, major: Any, minor: Any) -> int:
+        if gpu.compute_capability is None:
+            raise _Unsupported
+        _put(major, gpu.compute_capability[0])
+        _put(minor, gpu.compute_capability[1])
+        return SUCCESS
+
+    # -- memory ---------------------------------------------------------------------------
+    def _memory(self, gpu: SimGpu) -> tuple[int, int, int]:
+        """(total, reserved, used-by-contexts) in bytes."""
+        total = gpu.memory_total_mib * MiB
+        reserved = self._int(gpu, "memory_reserved_mib") * MiB
+        used = self._int(gpu, "extra_used_mib") * MiB
+        for kind in ("compute", "graphics"):
+            used += sum(
+                round(self._wave(p.used_memory_mib, gpu)) * MiB for p in self.processes(gpu, kind)
+            )
+        return total, reserved, min(used, total - reserved)
+
+    def _nvmlDeviceGetMemoryInfo(self, gpu: SimGpu, out: Any) -> int:
+        total, reserved, used = self._memory(gpu)
+        mem = _target(out)
+        # The v1 struct counts the driver's reservation as used.
+        mem.total, mem.used, mem.free = total, used + reserved, total - used - reserved
+        return SUCCESS
+
+    def _nvmlDeviceGetMemoryInfo_v2(self, gpu: SimGpu, out: Any) -> int:
+        total, reserved, used = self._memory(gpu)
+        mem = _target(out)
+        mem.total, mem.reserved, mem.used, mem.free = total, reserved, used, total - used - reserved
+        return SUCCESS
+
+    def _nvmlDeviceGetBAR1MemoryInfo(self, gpu: SimGpu, out: Any) -> int:
+        bar = _target(out)
+        total = self._int(gpu, "bar1_total_mib") * MiB
+        used = self._int(gpu, "bar1_used_mib") * MiB
+        bar.bar1Total, bar.bar1Used, bar.bar1Free = total, used, total - used
+        return SUCCESS
+
+    # -- utilisation ----------------------------------------------------------------------
+    def _nvmlDeviceGetUtilizationRates(self, gpu: SimGpu, out: Any) -> int:
+        util = _target(out)
+        util.gpu = self._int(gpu, "util_gpu")
+        util.memory = self._int(gpu, "util_memory")
+        return SUCCESS
+
+    def _nvmlDeviceGetEncoderUtilization(self, gpu: SimGpu, util: Any, period: Any) -> int:
+        _put(util, self._int(gpu, "encoder"))
+        _put(period, 167000)
+        return SUCCESS
+
+    def _nvmlDeviceGetDecoderUtilization(self, gpu: SimGpu, util: Any, period: Any) -> int:
+        _put(util, self._int(gpu, "decoder"))
+        _put(period, 167000)
+        return SUCCESS
+
+    # -- thermals, fans, power ------------------------------------------------------------
+    def _nvmlDeviceGetTemperature(self, gpu: SimGpu, sensor: Any, out: Any) -> int:
+        _put(out, self._int(gpu, "temperature_c"))
+        return SUCCESS
+
+    def _nvmlDeviceGetTemperatureThreshold(self, gpu: SimGpu, which: Any, out: Any) -> int:
+        key = {0: "shutdown_c", 1: "slowdown_c"}.get(_target(which).value)
+        if key is None:
+            raise _Unsupported
+        _put(out, self._int(gpu, key))
+        return SUCCESS
+
+    def _nvmlDeviceGetNumFans(self, gpu: SimGpu, out: Any) -> int:
+        _put(out, gpu.fans if gpu.readings.get("fan_percent") is not None else 0)
+        return SUCCESS
+
+    def _nvmlDeviceGetFanSpeed_v2(self, gpu: SimGpu, fan: Any, out: Any) -> int:
+        index = fan if isinstance(fan, int) else _target(fan).value
+        if index >= gpu.fans:
+            return ERROR_INVALID_ARGUMENT
+        # Fans of one card differ a little, as on real boards.
+        _put(out, max(0, min(100, self._int(gpu, "fan_percent") + 2 * index)))
+        return SUCCESS
+
+    def _nvmlDeviceGetFanSpeed(self, gpu: SimGpu, out: Any) -> int:
+        return self._nvmlDeviceGetFanSpeed_v2(gpu, 0, out)
+
+    def _nvmlDeviceGetPowerUsage(self, gpu: SimGpu, out: Any) -> int:
+        _put(out, round(self._value(gpu, "power_w") * 1000))
+        return SUCCESS
+
+    def _nvmlDeviceGetEnforcedPowerLimit(self, gpu: SimGpu, out: Any) -> int:
+        _put(out, round(self._value(gpu, "power_limit_w") * 1000))
+        return SUCCESS
+
+    # -- clocks and performance -----------------------------------------------------------
+    _CLOCKS = {0: "clock_graphics_mhz", 1: "clock_sm_mhz", 2: "clock_memory_mhz"}
+
+    def _nvmlDeviceGetClockInfo(self, gpu: SimGpu, kind: Any, out: Any) -> int:
+        key = self._CLOCKS.get(_target(kind).value)
+        if key is None:
+            raise _Unsupported
+        _put(out, self._int(gpu, key))
+        return SUCCESS
+
+    def _nvmlDeviceGetMaxClockInfo(self, gpu: SimGpu, kind: Any, out: Any) -> int:
+        key = self._CLOCKS.get(_target(kind).value)
+        if key is None:
+            raise _Unsupported
+        _put(out, self._int(gpu, key.replace("_mhz", "_max_mhz")))
+        return SUCCESS
+
+    def _nvmlDeviceGetPerformanceState(self, gpu: SimGpu, out: Any) -> int:
+        _put(out, self._int(gpu, "pstate"))
+        return SUCCESS
+
+    def _nvmlDeviceGetCurrentClocksEventReasons(self, gpu: SimGpu, out: Any) -> int:
+        _put(out, gpu.throttle_reasons)
+        return SUCCESS
+
+    _nvmlDeviceGetCurrentClocksThrottleReasons = _nvmlDeviceGetCurrentClocksEventReasons
+
+    # -- PCIe -----------------------------------------------------------------------------
+    def _nvmlDeviceGetCurrPcieLinkGeneration(self, gpu: SimGpu, out: Any) -> int:
+        _put(out, self._int(gpu, "pcie_gen"))
+        return SUCCESS
+
+    def _nvmlDeviceGetMaxPcieLinkGeneration(self, gpu: SimGpu, out: Any) -> int:
+        _put(out, self._int(gpu, "pcie_gen_max"))
+        return SUCCESS
+
+    def _nvmlDeviceGetCurrPcieLinkWidth(self, gpu: SimGpu, out: Any) -> int:
+        _put(out, self._int(gpu, "pcie_width"))
+        return SUCCESS
+
+    def _nvmlDeviceGetMaxPcieLinkWidth(self, gpu: SimGpu, out: Any) -> int:
+        _put(out, self._int(gpu, "pcie_width_max"))
+        return SUCCESS
+
+    def _nvmlDeviceGetPcieThroughput(self, gpu: SimGpu, counter: Any, out: Any) -> int:
+        key = {0: "pcie_tx_kbps", 1: "pcie_rx_kbps"}.get(_target(counter).value)
+        if key is None:
+            raise _Unsupported
+        _put(out, self._int(gpu, key))
+        return SUCCESS
+
+    # -- health and modes -----------------------------------------------------------------
+    def _nvmlDeviceGetTotalEccErrors(self, gpu: SimGpu, kind: Any, counter: Any, out: Any) -> int:
+        uncorrected_volatile = _target(kind).value == 1 and _target(counter).value == 0
+        _put(out, self._int(gpu, "ecc_uncorrected") if uncorrected_volatile else 0)
+        return SUCCESS
+
+    def _nvmlDeviceGetComputeMode(self, gpu: SimGpu, out: Any) -> int:
+        _put(out, gpu.compute_mode)
+        return SUCCESS
+
+    def _nvmlDeviceGetPersistenceMode(self, gpu: SimGpu, out: Any) -> int:
+        if gpu.persistence is None:
+            raise _Unsupported
+        _put(out, int(gpu.persistence))
+        return SUCCESS
+
+    def _nvmlDeviceGetMigMode(self, gpu: SimGpu, current: Any, pending: Any) -> int:
+        if gpu.mig is None:
+            raise _Unsupported
+        _put(current, int(gpu.mig))
+        _put(pending, int(gpu.mig))
+        return SUCCESS
+
+    # -- processes ------------------------------------------------------------------------
+    def _list_processes(self, gpu: SimGpu, kind: str, count: Any, array: Any) -> int:
+        procs = self.processes(gpu, kind)
+        n = _target(count)
+        if array is None or n.value < len(procs):
+            n.value = len(procs)
+            return SUCCESS if not procs else ERROR_INSUFFICIENT_SIZE
+        for slot, proc in zip(array, procs, strict=False):
+            slot.pid = proc.pid
+            slot.usedGpuMemory = round(self._wave(proc.used_memory_mib, gpu)) * MiB
+            if hasattr(slot, "gpuInstanceId"):
+                slot.gpuInstanceId = NOT_AVAILABLE_U32
+                slot.computeInstanceId = NOT_AVAILABLE_U32
+        n.value = len(procs)
+        return SUCCESS
+
+    def _nvmlDeviceGetComputeRunningProcesses_v3(self, gpu: SimGpu, c: Any, a: Any) -> int:
+        return self._list_processes(gpu, "compute", c, a)
+
+    def _nvmlDeviceGetGraphicsRunningProcesses_v3(self, gpu: SimGpu, c: Any, a: Any) -> int:
+        return self._list_processes(gpu, "graphics", c, a)
+
+    _nvmlDeviceGetComputeRunningProcesses_v2 = _nvmlDeviceGetComputeRunningProcesses_v3
+    _nvmlDeviceGetComputeRunningProcesses = _nvmlDeviceGetComputeRunningProcesses_v3
+    _nvmlDeviceGetGraphicsRunningProcesses_v2 = _nvmlDeviceGetGraphicsRunningProcesses_v3
+    _nvmlDeviceGetGraphicsRunningProcesses = _nvmlDeviceGetGraphicsRunningProcesses_v3
+
+    def _nvmlDeviceGetProcessUtilization(
+        self, gpu: SimGpu, array: Any, count: Any, since: Any
+    ) -> int:
+        procs = [
+            p
+            for kind in ("compute", "graphics")
+            for p in self.processes(gpu, kind)
+            if p.sm_util is not None
+        ]
+        if not procs:
+            return ERROR_NOT_FOUND
+        n = _target(count)
+        if array is None or n.value < len(procs):
+            n.value = len(procs)
+            return ERROR_INSUFFICIENT_SIZE
+        stamp = int(time.time() * 1_000_000)
+        for slot, proc in zip(array, procs, strict=False):
+            slot.pid, slot.timeStamp = proc.pid, stamp
+            slot.smUtil = round(self._wave(proc.sm_util, gpu)) if proc.sm_util else 0
+            slot.memUtil = round(self._wave(proc.mem_util, gpu)) if proc.mem_util else 0
+            slot.encUtil = slot.decUtil = 0
+        n.value = len(procs)
+        return SUCCESS
+
+
+class _Unsupported(Exception):
+    """Raised inside a call whose reading the scenario marks unsupported."""

@@ -1,0 +1,317 @@
+"""Scenario files for the simulated driver: GPUs, processes, time-varying load and faults.
+
+A scenario is TOML or JSON. Any numeric reading may be a constant or a wave
+``{base = 60, amp = 10, period = 30, noise = 2, phase = 0.0}`` evaluated at the scenario clock, so
+a run is deterministic for a given seed and clock. See gputop/sim/scenarios/demo.toml.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import tomllib
+import zlib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from gputop.errors import UsageError
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Wave:
+    """A reading that varies with time: base + amp*sin(2πt/period + phase) + seeded noise."""
+
+    base: float
+    amp: float = 0.0
+    period: float = 60.0
+    noise: float = 0.0
+    phase: float = 0.0
+    lo: float | None = None
+    hi: float | None = None
+    step_at: float | None = None  # from this many seconds on, the value is `step_to`
+    step_to: float | None = None
+    until: float | None = None  # after this many seconds, the value is `after`
+    after: float | None = None
+
+    def at(self, t: float, seed: int) -> float:
+        """The value at scenario time t (seconds since the scenario started)."""
+        if self.until is not None and t >= self.until and self.after is not None:
+            return self.after
+        if self.step_at is not None and t >= self.step_at and self.step_to is not None:
+            return self.step_to
+        value = self.base
+        if self.amp:
+            value += self.amp * math.sin(2 * math.pi * t / self.period + self.phase)
+        if self.noise:
+            # Noise depends only on (seed, whole second) so repeated reads within a tick agree.
+            rng = random.Random(seed * 1_000_003 + int(t))
+            value += rng.uniform(-self.noise, self.noise)
+        if self.lo is not None:
+            value = max(self.lo, value)
+        if self.hi is not None:
+            value = min(self.hi, value)
+        return value
+
+
+Reading = Wave | None  # None: the driver answers NOT_SUPPORTED
+
+
+def _reading(raw: Any, where: str) -> Wave:
+    if isinstance(raw, bool):
+        return Wave(base=float(raw))
+    if isinstance(raw, int | float):
+        return Wave(base=float(raw))
+    if isinstance(raw, dict):
+        unknown = set(raw) - set(Wave.__dataclass_fields__)
+        if unknown:
+            raise UsageError(f"scenario: {where}: unknown wave keys {sorted(unknown)}")
+        if "base" not in raw:
+            raise UsageError(f"scenario: {where}: a wave needs 'base'")
+        return Wave(**{k: float(v) for k, v in raw.items()})
+    raise UsageError(f"scenario: {where}: expected a number or a wave table, got {raw!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SimProcess:
+    """A process context on a simulated GPU."""
+
+    pid: int
+    type: str = "compute"  # compute | graphics
+    used_memory_mib: Wave = field(default_factory=lambda: Wave(base=1024))
+    sm_util: Wave | None = None
+    mem_util: Wave | None = None
+    name: str = "python"
+    start_s: float = 0.0  # appears at this scenario time
+    end_s: float | None = None  # disappears at this scenario time
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SimGpu:
+    """One simulated GPU: identity, readings (Wave or None for NOT_SUPPORTED) and faults."""
+
+    name: str
+    uuid: str
+    pci_bus_id: str
+    memory_total_mib: int
+    readings: dict[str, Wave | None]
+    processes: tuple[SimProcess, ...] = ()
+    fans: int = 1
+    throttle_reasons: int = 0
+    compute_mode: int = 0
+    persistence: bool | None = True
+    mig: bool | None = False
+    compute_capability: tuple[int, int] | None = (8, 0)
+    lost_after_s: float | None = None
+    slow_calls: dict[str, float] = field(default_factory=dict)  # NVML function -> delay seconds
+    unsupported: frozenset[str] = frozenset()  # NVML function names answering NOT_SUPPORTED
+
+
+# Readings every GPU has, with defaults; names map to NVML calls in library.py.
+DEFAULT_READINGS: dict[str, Any] = {
+    "memory_reserved_mib": 512,
+    "extra_used_mib": 0,  # memory in use that no listed process owns
+    "bar1_total_mib": 65536,
+    "bar1_used_mib": 8,
+    "util_gpu": 0,
+    "util_memory": 0,
+    "encoder": 0,
+    "decoder": 0,
+    "temperature_c": 35,
+    "slowdown_c": 90,
+    "shutdown_c": 95,
+    "fan_percent": 30,
+    "power_w": 60,
+    "power_limit_w": 300,
+    "clock_graphics_mhz": 210,
+    "clock_sm_mhz": 210,
+    "clock_memory_mhz": 1593,
+    "clock_graphics_max_mhz": 1980,
+    "clock_sm_max_mhz": 1980,
+    "clock_memory_max_mhz": 1593,
+    "pstate": 0,
+    "pcie_gen": 4,
+    "pcie_gen_max": 4,
+    "pcie_width": 16,
+    "pcie_width_max": 16,
+    "pcie_rx_kbps": 0,
+    "pcie_tx_kbps": 0,
+    "ecc_uncorrected": 0,
+}
+
+THROTTLE_BITS = {
+    "gpu_idle": 0x1,
+    "applications_clocks_setting": 0x2,
+    "sw_power_cap": 0x4,
+    "hw_slowdown": 0x8,
+    "sync_boost": 0x10,
+    "sw_thermal_slowdown": 0x20,
+    "hw_thermal_slowdown": 0x40,
+    "hw_power_brake_slowdown": 0x80,
+    "display_clock_setting": 0x100,
+}
+
+COMPUTE_MODES = {"default": 0, "exclusive_thread": 1, "prohibited": 2, "exclusive_process": 3}
+
+GPU_KEYS = {
+    "name",
+    "uuid",
+    "pci_bus_id",
+    "memory_total_mib",
+    "processes",
+    "fans",
+    "throttle_reasons",
+    "compute_mode",
+    "persistence",
+    "mig",
+    "compute_capability",
+    "lost_after_s",
+    "slow_calls",
+    "unsupported",
+    "count",
+    *DEFAULT_READINGS,
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Scenario:
+    """A whole simulated box."""
+
+    name: str
+    description: str = ""
+    seed: int = 0
+    driver_version: str = "550.54.15"
+    cuda_driver_version: int = 12040
+    nvml_version: str = "12.550.54.15"
+    process_api: str = "v3"  # newest process-info call the "driver" has: v3, v2 or v1
+    init_error: str | None = None  # e.g. "driver_not_loaded", "lib_rm_version_mismatch"
+    gpus: tuple[SimGpu, ...] = ()
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Scenario:
+        """Build and validate a scenario from parsed TOML/JSON."""
+        top_keys = {*cls.__dataclass_fields__, "gpu"} - {"gpus"}
+        unknown = set(data) - top_keys
+        if unknown:
+            raise UsageError(f"scenario: unknown keys {sorted(unknown)}")
+        seed = int(data.get("seed", 0))
+        gpus: list[SimGpu] = []
+        for spec in data.get("gpu", []):
+            for _ in range(int(spec.get("count", 1))):
+                gpus.append(_gpu_from_dict(spec, len(gpus), seed))
+        if data.get("process_api", "v3") not in ("v1", "v2", "v3"):
+            raise UsageError("scenario: process_api must be v1, v2 or v3")
+        return cls(
+            name=str(data.get("name", "scenario")),
+            description=str(data.get("description", "")),
+            seed=seed,
+            driver_version=str(data.get("driver_version", "550.54.15")),
+            cuda_driver_version=int(data.get("cuda_driver_version", 12040)),
+            nvml_version=str(data.get("nvml_version", "12.550.54.15")),
+            process_api=str(data.get("process_api", "v3")),
+            init_error=data.get("init_error"),
+            gpus=tuple(gpus),
+        )
+
+
+def _gpu_from_dict(spec: dict[str, Any], index: int, seed: int) -> SimGpu:
+    where = f"gpu {index}"
+    unknown = set(spec) - GPU_KEYS
+    if unknown:
+        raise UsageError(f"scenario: {where}: unknown keys {sorted(unknown)}")
+    readings: dict[str, Wave | None] = {}
+    for key, default in DEFAULT_READINGS.items():
+        raw = spec.get(key, default)
+        # The string "unsupported" makes that reading answer NOT_SUPPORTED.
+        readings[key] = None if raw == "unsupported" else _reading(raw, f"{where}: {key}")
+    reasons = 0
+    for reason in spec.get("throttle_reasons", []):
+        if reason not in THROTTLE_BITS:
+            raise UsageError(f"scenario: {where}: unknown throttle reason {reason!r}")
+        reasons |= THROTTLE_BITS[reason]
+    mode = str(spec.get("compute_mode", "default")).lower()
+    if mode not in COMPUTE_MODES:
+        raise UsageError(f"scenario: {where}: unknown compute_mode {mode!r}")
+    crc = zlib.crc32(f"{seed}:{index}".encode())
+    cc = spec.get("compute_capability", [8, 0])
+    return SimGpu(
+        name=str(spec.get("name", "NVIDIA A100-SXM4-80GB")),
+        uuid=str(
+            spec.get("uuid") or f"GPU-{crc:08x}-{index:04x}-4{crc % 4096:03x}-8000-{crc:012x}"
+        ),
+        pci_bus_id=str(spec.get("pci_bus_id") or f"00000000:{0x10 + index * 0x10:02X}:00.0"),
+        memory_total_mib=int(spec.get("memory_total_mib", 81920)),
+        readings=readings,
+        processes=tuple(
+            _process_from_dict(p, f"{where}: process") for p in spec.get("processes", [])
+        ),
+        fans=int(spec.get("fans", 1)),
+        throttle_reasons=reasons,
+        compute_mode=COMPUTE_MODES[mode],
+        persistence=_flag(spec.get("persistence", True)),
+        mig=_flag(spec.get("mig", False)),
+        compute_capability=(int(cc[0]), int(cc[1])) if cc else None,
+        lost_after_s=spec.get("lost_after_s"),
+        slow_calls={str(k): float(v) for k, v in spec.get("slow_calls", {}).items()},
+        unsupported=frozenset(spec.get("unsupported", [])),
+    )
+
+
+def _flag(raw: Any) -> bool | None:
+    """A mode switch: true/false, or "unsupported" (None)."""
+    return None if raw == "unsupported" else bool(raw)
+
+
+def _process_from_dict(spec: dict[str, Any], where: str) -> SimProcess:
+    allowed = set(SimProcess.__dataclass_fields__)
+    unknown = set(spec) - allowed
+    if unknown:
+        raise UsageError(f"scenario: {where}: unknown keys {sorted(unknown)}")
+    if "pid" not in spec:
+        raise UsageError(f"scenario: {where}: needs a pid")
+    kind = spec.get("type", "compute")
+    if kind not in ("compute", "graphics"):
+        raise UsageError(f"scenario: {where}: type must be compute or graphics")
+    return SimProcess(
+        pid=int(spec["pid"]),
+        type=kind,
+        used_memory_mib=_reading(spec.get("used_memory_mib", 1024), f"{where}: used_memory_mib"),
+        sm_util=_reading(spec["sm_util"], where) if "sm_util" in spec else None,
+        mem_util=_reading(spec["mem_util"], where) if "mem_util" in spec else None,
+        name=str(spec.get("name", "python")),
+        start_s=float(spec.get("start_s", 0.0)),
+        end_s=float(spec["end_s"]) if spec.get("end_s") is not None else None,
+    )
+
+
+SHIPPED = ("demo", "dgx", "faults")
+
+
+def load_scenario(name_or_path: str | Path) -> Scenario:
+    """Load a shipped scenario by name (demo, dgx, faults) or a TOML/JSON file by path."""
+    text: str
+    suffix: str
+    if str(name_or_path) in SHIPPED:
+        res = resources.files("gputop.sim").joinpath("scenarios", f"{name_or_path}.toml")
+        text, suffix = res.read_text(encoding="utf-8"), ".toml"
+    else:
+        path = Path(name_or_path)
+        if not path.is_file():
+            names = ", ".join(SHIPPED)
+            raise UsageError(
+                f"no scenario {str(name_or_path)!r} (shipped: {names}; or a file path)"
+            )
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot read scenario {path}: {exc.strerror}") from None
+        suffix = path.suffix.lower()
+    try:
+        data = json.loads(text) if suffix == ".json" else tomllib.loads(text)
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise UsageError(f"scenario {name_or_path}: not valid {suffix[1:]}: {exc}") from None
+    return Scenario.from_dict(data)

@@ -1,0 +1,81 @@
+"""Where snapshots come from: the real driver, or the simulated one, behind one small interface."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Protocol
+
+from gputop.errors import DriverError
+from gputop.model import Snapshot
+
+DEMO_ENV = "GPUTOP_DEMO"  # set to a scenario name (or "1" for the demo) to use the simulated driver
+
+
+class Source(Protocol):
+    """Anything that can read a complete Snapshot of the box."""
+
+    @property
+    def simulated(self) -> bool: ...
+
+    def snapshot(self) -> Snapshot: ...
+
+    def close(self) -> None: ...
+
+
+def open_source(
+    *,
+    demo: str | None = None,
+    scenario: str | None = None,
+    fallback_to_demo: bool = False,
+    environ: dict[str, str] | None = None,
+) -> Source:
+    """Open the real driver, or the simulated one when asked (or, with ``fallback_to_demo``, absent).
+
+    ``demo`` is a shipped scenario name; ``scenario`` a path to a scenario file.
+    Raises DriverError with a one-line message when the driver cannot be used.
+    """
+    from gputop import nvml, sim  # local: keep `import gputop.source` free of pynvml
+
+    env = os.environ if environ is None else environ
+    if demo is None and scenario is None and env.get(DEMO_ENV):
+        value = env[DEMO_ENV]
+        demo = "demo" if value in ("1", "true", "yes") else value
+    if demo is not None or scenario is not None:
+        sim.install(sim.load_scenario(scenario if scenario is not None else demo or "demo"))
+        return nvml.NvmlSource(environ=env, simulated=True)
+    try:
+        return nvml.NvmlSource(environ=env)
+    except DriverError:
+        if not fallback_to_demo:
+            raise
+    sim.install(sim.load_scenario("demo"))
+    return nvml.NvmlSource(environ=env, simulated=True)
+
+
+def add_source_arguments(parser: argparse.ArgumentParser) -> None:
+    """The --demo/--scenario options every command shares."""
+    group = parser.add_argument_group("data source")
+    group.add_argument(
+        "--demo",
+        nargs="?",
+        const="demo",
+        default=None,
+        metavar="NAME",
+        help="use the simulated driver with a shipped scenario (default: demo; also dgx, faults)",
+    )
+    group.add_argument(
+        "--scenario",
+        metavar="FILE",
+        default=None,
+        help="use the simulated driver with a scenario file",
+    )
+
+
+def source_from_args(args: argparse.Namespace, *, fallback_to_demo: bool = False) -> Source:
+    """Open the source the parsed --demo/--scenario options ask for."""
+    return open_source(
+        demo=getattr(args, "demo", None),
+        scenario=getattr(args, "scenario", None),
+        fallback_to_demo=fallback_to_demo,
+    )

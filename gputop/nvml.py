@@ -174,6 +174,11 @@ class NvmlSource:
         """True when the data comes from gputop's simulated driver."""
         return self._simulated
 
+    @property
+    def dev_dir(self) -> str:
+        """Where this box's /dev/nvidia* files are: /dev, or the simulated box's own folder."""
+        return str(getattr(pynvml.nvmlLib, "dev_dir", "/dev"))
+
     def close(self) -> None:
         """Release NVML."""
         with contextlib.suppress(pynvml.NVMLError):

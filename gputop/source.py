@@ -18,6 +18,9 @@ class Source(Protocol):
     @property
     def simulated(self) -> bool: ...
 
+    @property
+    def dev_dir(self) -> str: ...
+
     def snapshot(self) -> Snapshot: ...
 
     def close(self) -> None: ...
@@ -30,7 +33,7 @@ def open_source(
     fallback_to_demo: bool = False,
     environ: dict[str, str] | None = None,
 ) -> Source:
-    """Open the real driver, or the simulated one when asked (or, with ``fallback_to_demo``, absent).
+    """Open the real driver, or the simulated one when asked (or absent, with ``fallback_to_demo``).
 
     ``demo`` is a shipped scenario name; ``scenario`` a path to a scenario file.
     Raises DriverError with a one-line message when the driver cannot be used.
@@ -42,14 +45,14 @@ def open_source(
         value = env[DEMO_ENV]
         demo = "demo" if value in ("1", "true", "yes") else value
     if demo is not None or scenario is not None:
-        sim.install(sim.load_scenario(scenario if scenario is not None else demo or "demo"))
+        sim.install(sim.load_scenario(scenario or demo or "demo"), actors=True)
         return nvml.NvmlSource(environ=env, simulated=True)
     try:
         return nvml.NvmlSource(environ=env)
     except DriverError:
         if not fallback_to_demo:
             raise
-    sim.install(sim.load_scenario("demo"))
+    sim.install(sim.load_scenario("demo"), actors=True)
     return nvml.NvmlSource(environ=env, simulated=True)
 
 

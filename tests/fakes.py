@@ -87,6 +87,7 @@ class FakeSource:
     """A Source that returns prepared snapshots; can be made to hang or raise."""
 
     simulated = True
+    dev_dir = "/dev"
 
     def __init__(self, snapshots: list[Snapshot] | None = None) -> None:
         self.snapshots = snapshots or [make_snapshot()]

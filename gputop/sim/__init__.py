@@ -6,8 +6,11 @@ pynvml module and all of gputop run unchanged on simulated GPUs.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pynvml
 
+from gputop.sim.actors import start_cast
 from gputop.sim.clock import Clock, ElapsedClock, ManualClock
 from gputop.sim.library import SimLibrary
 from gputop.sim.scenario import SHIPPED, Scenario, load_scenario
@@ -26,15 +29,45 @@ __all__ = [
 ]
 
 
-def install(scenario: Scenario | str, clock: Clock | None = None) -> SimLibrary:
-    """Serve ``scenario`` (a Scenario, or a shipped name / file path) as the NVML library."""
+def install(
+    scenario: Scenario | str, clock: Clock | None = None, *, actors: bool = False
+) -> SimLibrary:
+    """Serve ``scenario`` (a Scenario, or a shipped name / file path) as the NVML library.
+
+    With ``actors``, the scenario's real actor processes are started and their PIDs replace the
+    stand-in PIDs of the processes that name them (``lib.dev_dir`` is then their device folder).
+    """
     if isinstance(scenario, str):
         scenario = load_scenario(scenario)
+    cast = None
+    if actors and scenario.actors:
+        cast = start_cast(scenario.actors, _device_names(scenario))
+        scenario = _with_actor_pids(scenario, cast.pids)
     lib = SimLibrary(scenario, clock)
+    lib.cast = cast
+    lib.dev_dir = cast.dev_dir if cast else "/dev"
     with pynvml.libLoadLock:
         pynvml.nvmlLib = lib
         pynvml._nvmlGetFunctionPointer_cache.clear()  # resolved 'symbols' belong to the old library
     return lib
+
+
+def _device_names(scenario: Scenario) -> tuple[str, ...]:
+    gpus = tuple(f"nvidia{i}" for i in range(len(scenario.gpus)))
+    return (*gpus, "nvidiactl", "nvidia-uvm")
+
+
+def _with_actor_pids(scenario: Scenario, pids: dict[str, int]) -> Scenario:
+    gpus = tuple(
+        replace(
+            gpu,
+            processes=tuple(
+                replace(p, pid=pids[p.actor]) if p.actor in pids else p for p in gpu.processes
+            ),
+        )
+        for gpu in scenario.gpus
+    )
+    return replace(scenario, gpus=gpus)
 
 
 def uninstall() -> None:

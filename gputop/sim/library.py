@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from gputop.sim.actors import Cast
 from gputop.sim.clock import Clock, ElapsedClock
 from gputop.sim.scenario import MiB, Scenario, SimGpu, SimProcess, Wave
 
@@ -82,7 +83,11 @@ class SimLibrary:
         # One small buffer per GPU: its address is the opaque device handle.
         self._handle_bufs = [ctypes.create_string_buffer(8) for _ in scenario.gpus]
         self._by_address = {ctypes.addressof(b): i for i, b in enumerate(self._handle_bufs)}
-        self.blocked: dict[str, threading.Event] = {}  # tests: a call that waits until set()
+        self.blocked: dict[str, threading.Event] = {}
+        self.dev_dir = "/dev"  # where this box's device files are (actors: a private folder)
+        self.cast: Cast | None = (
+            None  # the real actor processes, when started  # tests: a call that waits until set()
+        )
 
     # -- plumbing -------------------------------------------------------------------------
     def __getattr__(self, name: str) -> _Fn:

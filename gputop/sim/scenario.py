@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gputop.errors import UsageError
+from gputop.sim.actors import ActorSpec
 
 MiB = 1024 * 1024
 
@@ -86,6 +87,7 @@ class SimProcess:
     sm_util: Wave | None = None
     mem_util: Wave | None = None
     name: str = "python"
+    actor: str | None = None  # with --demo, the PID of this real actor process replaces pid
     start_s: float = 0.0  # appears at this scenario time
     end_s: float | None = None  # disappears at this scenario time
 
@@ -190,11 +192,12 @@ class Scenario:
     process_api: str = "v3"  # newest process-info call the "driver" has: v3, v2 or v1
     init_error: str | None = None  # e.g. "driver_not_loaded", "lib_rm_version_mismatch"
     gpus: tuple[SimGpu, ...] = ()
+    actors: tuple[ActorSpec, ...] = ()
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Scenario:
         """Build and validate a scenario from parsed TOML/JSON."""
-        top_keys = {*cls.__dataclass_fields__, "gpu"} - {"gpus"}
+        top_keys = {*cls.__dataclass_fields__, "gpu", "actor"} - {"gpus", "actors"}
         unknown = set(data) - top_keys
         if unknown:
             raise UsageError(f"scenario: unknown keys {sorted(unknown)}")
@@ -215,6 +218,7 @@ class Scenario:
             process_api=str(data.get("process_api", "v3")),
             init_error=data.get("init_error"),
             gpus=tuple(gpus),
+            actors=tuple(_actor_from_dict(a) for a in data.get("actor", [])),
         )
 
 
@@ -272,7 +276,9 @@ def _process_from_dict(spec: dict[str, Any], where: str) -> SimProcess:
     if unknown:
         raise UsageError(f"scenario: {where}: unknown keys {sorted(unknown)}")
     if "pid" not in spec:
-        raise UsageError(f"scenario: {where}: needs a pid")
+        raise UsageError(
+            f"scenario: {where}: needs a pid (a stand-in one too when it names an actor)"
+        )
     kind = spec.get("type", "compute")
     if kind not in ("compute", "graphics"):
         raise UsageError(f"scenario: {where}: type must be compute or graphics")
@@ -283,8 +289,24 @@ def _process_from_dict(spec: dict[str, Any], where: str) -> SimProcess:
         sm_util=_reading(spec["sm_util"], where) if "sm_util" in spec else None,
         mem_util=_reading(spec["mem_util"], where) if "mem_util" in spec else None,
         name=str(spec.get("name", "python")),
+        actor=spec.get("actor"),
         start_s=float(spec.get("start_s", 0.0)),
         end_s=float(spec["end_s"]) if spec.get("end_s") is not None else None,
+    )
+
+
+def _actor_from_dict(spec: dict[str, Any]) -> ActorSpec:
+    unknown = set(spec) - set(ActorSpec.__dataclass_fields__)
+    if unknown or "name" not in spec:
+        raise UsageError(f"scenario: actor: needs a name; unknown keys {sorted(unknown)}")
+    if spec.get("role", "worker") not in ("worker", "zombie-parent", "orphan", "stopped"):
+        raise UsageError("scenario: actor: role must be worker, zombie-parent, orphan or stopped")
+    return ActorSpec(
+        name=str(spec["name"]),
+        script=str(spec.get("script", "train.py")),
+        args=tuple(str(a) for a in spec.get("args", [])),
+        role=str(spec.get("role", "worker")),
+        holds=tuple(str(h) for h in spec.get("holds", [])),
     )
 
 

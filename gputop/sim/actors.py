@@ -1,0 +1,150 @@
+"""Real processes that play the demo's GPU users: trainers, a server, a stuck holder, a zombie.
+
+The demo should behave like a real box, so its processes are real: each actor is a small Python
+script run from a private temporary directory (so its command line reads ``python train.py ...``),
+holding open fake device files in that directory's ``dev/``, which gputop scans instead of
+``/dev``. Actors exit by themselves when the gputop process that started them is gone, and are
+killed and the directory removed at exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# The one script every actor runs; the role comes from the environment so argv stays realistic.
+ACTOR_SCRIPT = r"""
+import ctypes, os, sys, time
+role = os.environ["GPUTOP_ACTOR_ROLE"]
+if role == "stopped":
+    try:  # a stopped actor cannot poll: let the kernel kill it when gputop dies
+        ctypes.CDLL(None).prctl(1, 9)
+    except (OSError, AttributeError):
+        pass
+owner = int(os.environ["GPUTOP_ACTOR_OWNER"])
+files = [open(p, "rb") for p in os.environ.get("GPUTOP_ACTOR_HOLD", "").split(os.pathsep) if p]
+
+def owner_alive():
+    try:
+        os.kill(owner, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+def linger():
+    while owner_alive():
+        time.sleep(0.5)
+    sys.exit(0)
+
+if role == "zombie-parent":
+    child = os.fork()
+    if child == 0:
+        os._exit(0)
+    print("ready", child, flush=True)
+    linger()
+elif role == "orphan":
+    r, w = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(r)
+        os.setsid()
+        os.write(w, b"x")
+        os.close(w)
+        sys.stdout.close()
+        linger()
+    os.close(w)
+    os.read(r, 1)
+    print("ready", child, flush=True)
+    os._exit(0)
+else:
+    print("ready", os.getpid(), flush=True)
+    linger()
+"""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActorSpec:
+    """One real process the scenario wants: its script name, arguments, role and device files."""
+
+    name: str  # how scenario processes refer to it: actor = "rank0"
+    script: str = "train.py"
+    args: tuple[str, ...] = ()
+    role: str = (
+        "worker"  # worker | zombie-parent (its zombie child is the actor) | orphan | stopped
+    )
+    holds: tuple[str, ...] = ()  # device file names, e.g. ("nvidia0", "nvidiactl")
+
+
+@dataclass(slots=True)
+class Cast:
+    """The running actors of one scenario."""
+
+    root: Path
+    pids: dict[str, int] = field(default_factory=dict)
+    _procs: list[subprocess.Popen[str]] = field(default_factory=list)
+
+    @property
+    def dev_dir(self) -> str:
+        """The directory of fake device files the actors hold open."""
+        return str(self.root / "dev")
+
+    def stop(self) -> None:
+        """Kill every actor (and the zombie's parent, which reaps it) and remove the directory."""
+        for pid in self.pids.values():
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        for proc in self._procs:
+            with contextlib.suppress(OSError):
+                proc.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=2)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def start_cast(specs: tuple[ActorSpec, ...], device_names: tuple[str, ...]) -> Cast:
+    """Start every actor and wait until each holds its files; returns their PIDs by name."""
+    root = Path(tempfile.mkdtemp(prefix="gputop-demo-"))
+    cast = Cast(root=root)
+    atexit.register(cast.stop)
+    dev = root / "dev"
+    dev.mkdir()
+    for name in device_names:
+        (dev / name).touch()
+    for spec in specs:
+        (root / spec.script).write_text(ACTOR_SCRIPT)
+        env = {
+            **os.environ,
+            "GPUTOP_ACTOR_ROLE": spec.role,
+            "GPUTOP_ACTOR_OWNER": str(os.getpid()),
+            "GPUTOP_ACTOR_HOLD": os.pathsep.join(str(dev / f) for f in spec.holds),
+        }
+        proc = subprocess.Popen(  # argv is ours, never user input
+            [sys.executable, spec.script, *spec.args],
+            cwd=root,
+            env=env,
+            stdout=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
+        cast._procs.append(proc)
+        line = proc.stdout.readline() if proc.stdout else ""
+        parts = line.split()
+        if len(parts) != 2 or parts[0] != "ready":
+            cast.stop()
+            raise RuntimeError(f"demo actor {spec.name} did not start")
+        cast.pids[spec.name] = int(parts[1])
+        if spec.role == "orphan":
+            proc.wait(timeout=5)  # its parent exits at once: the child is now an orphan
+        if spec.role == "stopped":
+            os.kill(cast.pids[spec.name], signal.SIGSTOP)
+    return cast

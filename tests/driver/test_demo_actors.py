@@ -1,0 +1,53 @@
+"""`gputop --demo` plays its GPU users with real processes, as the scenario says."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+
+import psutil
+import pytest
+
+from gputop import sim
+from gputop.sim.actors import Cast
+
+
+@pytest.fixture
+def demo() -> Iterator[tuple[sim.SimLibrary, Cast]]:
+    lib = sim.install("demo", sim.ManualClock(1.0), actors=True)
+    assert lib.cast is not None
+    yield lib, lib.cast
+    lib.cast.stop()
+
+
+def test_demo_actors_are_real_processes(demo: tuple[sim.SimLibrary, Cast]) -> None:
+    lib, cast = demo
+    listed = {p.pid for g in lib.scenario.gpus for p in g.processes}
+    assert cast.pids["rank0"] in listed and cast.pids["zombie"] in listed
+    assert cast.pids["dataloader"] not in listed  # the stuck holder NVML no longer lists
+    rank0 = psutil.Process(cast.pids["rank0"])
+    assert rank0.cmdline()[1:4] == ["train.py", "--model", "llama-7b"]
+    held = {os.path.basename(f.path) for f in rank0.open_files()}
+    assert {"nvidia0", "nvidiactl"} <= held
+    assert psutil.Process(cast.pids["finetune"]).status() == psutil.STATUS_STOPPED
+    assert psutil.Process(cast.pids["zombie"]).status() == psutil.STATUS_ZOMBIE
+    orphan = psutil.Process(cast.pids["dataloader"])
+    assert orphan.ppid() != os.getpid()
+    assert lib.dev_dir == cast.dev_dir and os.path.isdir(lib.dev_dir)
+
+
+def test_stop_removes_every_actor_and_the_folder(demo: tuple[sim.SimLibrary, Cast]) -> None:
+    _, cast = demo
+    pids = list(cast.pids.values())
+    cast.stop()
+    for pid in pids:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            assert psutil.Process(pid).status() == psutil.STATUS_ZOMBIE  # reaped soon by init
+    assert not os.path.exists(cast.root)
+
+
+def test_without_actors_the_stand_in_pids_stay() -> None:
+    lib = sim.install("demo", sim.ManualClock(1.0))
+    assert lib.cast is None and lib.dev_dir == "/dev"
+    assert 48213 in {p.pid for g in lib.scenario.gpus for p in g.processes}

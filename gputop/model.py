@@ -72,6 +72,7 @@ class GpuSample:
     name: str | None = None
     pci_bus_id: str | None = None
     compute_capability: tuple[int, int] | None = None
+    minor_number: int | None = None  # N of /dev/nvidiaN
     # memory
     memory_total_bytes: int | None = None
     memory_used_bytes: int | None = None

@@ -130,6 +130,7 @@ class _Static:
     name: str | None = None
     pci_bus_id: str | None = None
     compute_capability: tuple[int, int] | None = None
+    minor_number: int | None = None
     slowdown_c: int | None = None
     shutdown_c: int | None = None
     clock_max: dict[str, int | None] = field(default_factory=dict)
@@ -196,6 +197,7 @@ class NvmlSource:
             st.pci_bus_id = _text(pci.busId) if pci is not None else None
             cc = _read(pynvml.nvmlDeviceGetCudaComputeCapability, handle)
             st.compute_capability = (int(cc[0]), int(cc[1])) if cc else None
+            st.minor_number = _read(pynvml.nvmlDeviceGetMinorNumber, handle)
             st.slowdown_c = _read(
                 pynvml.nvmlDeviceGetTemperatureThreshold,
                 handle,
@@ -288,6 +290,7 @@ class NvmlSource:
     def _read_dynamic(self, index: int, h: Any, st: _Static) -> dict[str, Any]:
         values: dict[str, Any] = {
             "compute_capability": st.compute_capability,
+            "minor_number": st.minor_number,
             "temperature_slowdown_c": st.slowdown_c,
             "temperature_shutdown_c": st.shutdown_c,
             "clock_graphics_max_mhz": st.clock_max.get("graphics"),

@@ -57,7 +57,6 @@ elif role == "orphan":
     child = os.fork()
     if child == 0:
         os.close(r)
-        os.setsid()
         os.write(w, b"x")
         os.close(w)
         sys.stdout.close()
@@ -135,6 +134,8 @@ def start_cast(specs: tuple[ActorSpec, ...], device_names: tuple[str, ...]) -> C
             stdout=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
             text=True,
+            # An orphan's job leader (the process we start) exits: give it a group of its own.
+            start_new_session=spec.role == "orphan",
         )
         cast._procs.append(proc)
         line = proc.stdout.readline() if proc.stdout else ""

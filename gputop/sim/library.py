@@ -235,6 +235,10 @@ class SimLibrary:
         info.pciDeviceId = 0x20B010DE
         return SUCCESS
 
+    def _nvmlDeviceGetMinorNumber(self, gpu: SimGpu, out: Any) -> int:
+        _put(out, self.scenario.gpus.index(gpu))
+        return SUCCESS
+
     def _nvmlDeviceGetCudaComputeCapability(self, gpu: SimGpu, major: Any, minor: Any) -> int:
         if gpu.compute_capability is None:
             raise _Unsupported

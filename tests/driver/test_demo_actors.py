@@ -51,3 +51,29 @@ def test_without_actors_the_stand_in_pids_stay() -> None:
     lib = sim.install("demo", sim.ManualClock(1.0))
     assert lib.cast is None and lib.dev_dir == "/dev"
     assert 48213 in {p.pid for g in lib.scenario.gpus for p in g.processes}
+
+
+def test_demo_end_to_end_classification(demo: tuple[sim.SimLibrary, Cast]) -> None:
+    """Driver layer + holder scan + enrichment on the demo's real processes."""
+    from gputop.enrich import enrich
+    from gputop.holders import scan_holders
+    from gputop.model import ProcState
+    from gputop.nvml import NvmlSource
+
+    lib, cast = demo
+    source = NvmlSource(simulated=True, environ={})
+    try:
+        assert source.dev_dir == cast.dev_dir
+        snap = enrich(source.snapshot(), holders=scan_holders(source.dev_dir))
+    finally:
+        source.close()
+    rows = {r.pid: r for r in snap.processes}
+    states = {name: rows[pid].states for name, pid in cast.pids.items()}
+    assert states["rank0"] == (ProcState.ACTIVE,)
+    assert ProcState.STOPPED in states["finetune"]
+    assert ProcState.DEFUNCT in states["zombie"]
+    assert ProcState.ORPHAN in states["dataloader"] and ProcState.HOLDER in states["dataloader"]
+    # /dev/nvidia3 held -> GPU 3, through the GPU's minor number
+    assert rows[cast.pids["dataloader"]].gpu_indices == (3,)
+    assert rows[cast.pids["rank0"]].info.user is not None
+    assert dict(snap.unattributed_memory_bytes).get(3, 0) >= 23552 * 1024 * 1024

@@ -18,7 +18,17 @@ from gputop.sim.scenario import DEFAULT_READINGS, Scenario, load_scenario
 MiB = 1024 * 1024
 
 # Identity fields read even when every reading is unsupported.
-IDENTITY = {"index", "state", "error", "cuda_index", "uuid", "name", "pci_bus_id", "processes"}
+IDENTITY = {
+    "index",
+    "state",
+    "error",
+    "cuda_index",
+    "uuid",
+    "name",
+    "pci_bus_id",
+    "minor_number",
+    "processes",
+}
 
 
 def one_gpu(**gpu: Any) -> dict[str, Any]:

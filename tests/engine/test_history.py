@@ -1,0 +1,98 @@
+"""History: bounded ring buffers, aligned series, peaks, flat memory over a long run."""
+
+from __future__ import annotations
+
+import tracemalloc
+from dataclasses import replace
+
+import pytest
+
+from gputop.history import METRICS, History
+from gputop.model import ProcessRow, ProcInfo, ProcState, Snapshot
+from tests.fakes import GiB, lost_gpu, make_gpu, make_snapshot
+
+
+def _snap(seq: int, used_gib: int = 20, gpus: int = 2) -> Snapshot:
+    return make_snapshot(
+        seq, gpus=tuple(make_gpu(i, memory_used_bytes=used_gib * GiB) for i in range(gpus))
+    )
+
+
+def _with_process(snap: Snapshot, pid: int, created: float, used: int) -> Snapshot:
+    row = ProcessRow(
+        pid=pid,
+        info=ProcInfo(pid=pid, create_time=created),
+        states=(ProcState.ACTIVE,),
+        used_memory_bytes=used,
+    )
+    return replace(snap, processes=(row,))
+
+
+def test_bounded_and_oldest_first() -> None:
+    h = History(maxlen=3)
+    for seq in range(1, 6):
+        h.append(_snap(seq, used_gib=seq))
+    assert len(h) == 3
+    assert h.times() == [1_700_000_003.0, 1_700_000_004.0, 1_700_000_005.0]
+    assert h.series(0, "memory_used_bytes") == [3 * GiB, 4 * GiB, 5 * GiB]
+    assert h.gpu_peak_memory_bytes(0) == 5 * GiB  # peaks outlive the window
+
+
+def test_series_aligned_with_times_when_a_gpu_is_lost() -> None:
+    h = History(maxlen=10)
+    h.append(_snap(1))
+    h.append(make_snapshot(2, gpus=(make_gpu(0), lost_gpu(1))))
+    h.append(make_snapshot(3, gpus=(make_gpu(0, temperature_c=None),)))
+    assert h.series(1, "temperature_c") == [60, None, None]
+    assert h.series(0, "temperature_c") == [60, 60, None]
+    assert h.series(7, "power_draw_mw") == [None, None, None]
+    assert len(h.times()) == 3
+
+
+@pytest.mark.parametrize("metric", METRICS)
+def test_every_metric_is_a_gpu_field(metric: str) -> None:
+    h = History()
+    gpu = make_gpu(0)
+    h.append(make_snapshot(1, gpus=(gpu,)))
+    assert h.series(0, metric) == [getattr(gpu, metric)]
+
+
+def test_unknown_metric() -> None:
+    with pytest.raises(ValueError, match="unknown metric 'fan'"):
+        History().series(0, "fan")
+
+
+def test_process_peak_is_per_identity() -> None:
+    h = History()
+    h.append(_with_process(_snap(1), 10, 1.0, 5 * GiB))
+    h.append(_with_process(_snap(2), 10, 1.0, 2 * GiB))
+    h.append(_with_process(_snap(3), 10, 2.0, GiB))  # PID 10 reused by another process
+    assert h.process_peak_memory_bytes(10, 1.0) == 5 * GiB
+    assert h.process_peak_memory_bytes(10, 2.0) == GiB
+    assert h.process_peak_memory_bytes(11, 1.0) is None
+
+
+def test_old_process_peaks_are_forgotten() -> None:
+    h = History(maxlen=5)
+    for seq in range(1, 40):
+        h.append(_with_process(_snap(seq), 1000 + seq, float(seq), GiB))
+    assert h.tracked_processes() <= 2 * 5
+    assert h.process_peak_memory_bytes(1039, 39.0) == GiB
+
+
+def test_memory_flat_over_many_ticks() -> None:
+    """A new process every tick (the worst case for peak tracking) still keeps memory flat."""
+    h = History(maxlen=100)
+    base = _snap(1)
+    tracemalloc.start()
+    try:
+        for i in range(1000):
+            h.append(_with_process(base, 5000 + i, float(i), GiB + i))
+        early, _ = tracemalloc.get_traced_memory()
+        for i in range(1000, 6000):
+            h.append(_with_process(base, 5000 + i, float(i), GiB + i))
+        late, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert late < early * 1.2 + 50_000
+    assert h.tracked_processes() <= 200

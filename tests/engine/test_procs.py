@@ -1,0 +1,120 @@
+"""procs: psutil enrichment of real processes; vanished PIDs are results, not errors."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import subprocess
+
+import pytest
+
+from gputop.errors import GputopError
+from gputop.procs import (
+    ProcReader,
+    children,
+    environment,
+    gpu_environment,
+    parent_chain,
+    read_proc,
+)
+from tests.engine.spawn import PY, ZOMBIE_PARENT, Spawner, status_of, wait_until
+
+
+def _gone_pid() -> int:
+    """The PID of a process that has exited and been reaped."""
+    proc = subprocess.Popen([*PY, "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_read_own_process() -> None:
+    info = read_proc(os.getpid())
+    assert info.visible
+    assert info.uid == os.getuid()
+    assert info.user == pwd.getpwuid(os.getuid()).pw_name
+    assert info.ppid == os.getppid()
+    assert info.create_time is not None
+    assert info.host_rss_bytes is not None
+    assert info.host_rss_bytes > 0
+    assert "pytest" in info.command or "python" in info.command
+    assert info.note is None
+
+
+def test_vanished_pid_is_a_result() -> None:
+    info = read_proc(_gone_pid())
+    assert not info.visible
+    assert info.note is not None
+    assert "namespace" in info.note
+    assert info.cmdline == ()
+
+
+def test_zombie_has_status_and_no_permission_note(spawner: Spawner) -> None:
+    zombie = spawner.first_line_pid(spawner.start(ZOMBIE_PARENT))
+    assert wait_until(lambda: status_of(zombie) == "zombie")
+    info = read_proc(zombie)
+    assert info.visible
+    assert info.status == "zombie"
+    assert info.note is None
+
+
+def test_parent_chain_and_children(spawner: Spawner) -> None:
+    proc = spawner.start("import time; time.sleep(120)")
+    chain = parent_chain(proc.pid)
+    assert chain[0].pid == os.getpid()
+    assert chain[1].pid == os.getppid()
+    assert proc.pid in [c.pid for c in children(os.getpid())]
+    assert children(_gone_pid()) == []
+
+
+def test_environment_of_a_child(spawner: Spawner) -> None:
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "3,1", "NCCL_DEBUG": "INFO", "UNRELATED": "x"}
+    proc = subprocess.Popen(
+        [*PY, "import sys, time; print('ready', flush=True); time.sleep(120)"],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    spawner.popens.append(proc)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    assert environment(proc.pid)["CUDA_VISIBLE_DEVICES"] == "3,1"
+    gpu = gpu_environment(proc.pid)
+    assert gpu["CUDA_VISIBLE_DEVICES"] == "3,1"
+    assert gpu["NCCL_DEBUG"] == "INFO"
+    assert "UNRELATED" not in gpu
+
+
+def test_environment_of_vanished_pid_is_a_readable_error() -> None:
+    pid = _gone_pid()
+    with pytest.raises(GputopError, match=f"PID {pid} is not running"):
+        environment(pid)
+
+
+def test_reader_gives_cpu_percent_on_second_read(spawner: Spawner) -> None:
+    busy = spawner.start("while True: pass")
+    reader = ProcReader()
+    assert reader.read(busy.pid).cpu_percent is None  # one reading says nothing about CPU
+    assert wait_until(lambda: (reader.read(busy.pid).cpu_percent or 0.0) > 1.0)
+
+
+def test_reader_cache_is_bounded(spawner: Spawner) -> None:
+    procs = [spawner.start("import time; time.sleep(120)") for _ in range(3)]
+    reader = ProcReader(max_cached=2)
+    for p in procs:
+        reader.read(p.pid)
+    assert len(reader) == 2
+    infos = reader.read_many([procs[0].pid, os.getpid()])
+    assert set(infos) == {procs[0].pid, os.getpid()}
+    assert len(reader) == 2  # the others were dropped
+    gone = _gone_pid()
+    assert not reader.read_many([gone])[gone].visible
+    assert len(reader) == 0
+
+
+def test_second_read_reuses_the_cached_process() -> None:
+    reader = ProcReader()
+    first = reader.read(os.getpid())
+    again = reader.read(os.getpid())
+    assert first.create_time == again.create_time
+    assert again.cpu_percent is not None
+    assert len(reader) == 1

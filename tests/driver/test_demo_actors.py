@@ -60,7 +60,7 @@ def test_demo_end_to_end_classification(demo: tuple[sim.SimLibrary, Cast]) -> No
     from gputop.model import ProcState
     from gputop.nvml import NvmlSource
 
-    lib, cast = demo
+    _, cast = demo
     source = NvmlSource(simulated=True, environ={})
     try:
         assert source.dev_dir == cast.dev_dir

@@ -169,6 +169,7 @@ class NvmlSource:
             self._static.append(self._read_static(self._handles[-1]))
         self._assign_cuda_indices()
         self._system = self._read_system()
+        self._pcie = _PcieReader(self._handles)
 
     @property
     def simulated(self) -> bool:
@@ -182,6 +183,7 @@ class NvmlSource:
 
     def close(self) -> None:
         """Release NVML."""
+        self._pcie.stop()
         with contextlib.suppress(pynvml.NVMLError):
             pynvml.nvmlShutdown()
 
@@ -326,12 +328,7 @@ class NvmlSource:
         values["throttle_reasons"] = self._read_throttle(h)
         values["pcie_gen"] = _read(pynvml.nvmlDeviceGetCurrPcieLinkGeneration, h)
         values["pcie_width"] = _read(pynvml.nvmlDeviceGetCurrPcieLinkWidth, h)
-        values["pcie_rx_kbps"] = _read(
-            pynvml.nvmlDeviceGetPcieThroughput, h, pynvml.NVML_PCIE_UTIL_RX_BYTES
-        )
-        values["pcie_tx_kbps"] = _read(
-            pynvml.nvmlDeviceGetPcieThroughput, h, pynvml.NVML_PCIE_UTIL_TX_BYTES
-        )
+        values["pcie_rx_kbps"], values["pcie_tx_kbps"] = self._pcie.read(index, h)
         values["ecc_errors_uncorrected_volatile"] = _read(
             pynvml.nvmlDeviceGetTotalEccErrors,
             h,
@@ -442,6 +439,58 @@ class NvmlSource:
                 latest[s.pid] = s
         self._util_since[index] = max(s.timeStamp for s in samples)
         return {pid: (int(s.smUtil), int(s.memUtil)) for pid, s in latest.items()}
+
+
+class _PcieReader:
+    """PCIe rx/tx throughput, which NVML measures by sampling for ~20 ms per call.
+
+    On real hardware two such calls per GPU would make a snapshot of 8 GPUs take a third of a
+    second. When a call is that slow, a daemon thread of its own keeps the latest values and
+    snapshots take those; when it is fast (the simulator, some drivers) it is read in line.
+    """
+
+    SLOW_S = 0.005
+
+    def __init__(self, handles: list[Any | None], interval_s: float = 1.0) -> None:
+        self._handles = handles
+        self._interval_s = interval_s
+        self._latest: dict[int, tuple[int | None, int | None]] = {}
+        self._slow = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def read(self, index: int, h: Any) -> tuple[int | None, int | None]:
+        """(rx, tx) in KB/s for one GPU: in line, or the background thread's latest."""
+        if self._slow and index in self._latest:
+            return self._latest[index]
+        started = time.monotonic()
+        value = self._read_one(h)
+        self._latest[index] = value
+        if not self._slow and time.monotonic() - started > self.SLOW_S:
+            self._slow = True
+            self._thread = threading.Thread(target=self._run, name="gputop-pcie", daemon=True)
+            self._thread.start()
+        return value
+
+    @staticmethod
+    def _read_one(h: Any) -> tuple[int | None, int | None]:
+        rx = _read(pynvml.nvmlDeviceGetPcieThroughput, h, pynvml.NVML_PCIE_UTIL_RX_BYTES)
+        tx = _read(pynvml.nvmlDeviceGetPcieThroughput, h, pynvml.NVML_PCIE_UTIL_TX_BYTES)
+        return rx, tx
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            for index, h in enumerate(self._handles):
+                if h is None:
+                    continue
+                try:
+                    self._latest[index] = self._read_one(h)
+                except (_Lost, pynvml.NVMLError):
+                    self._latest[index] = (None, None)
+
+    def stop(self) -> None:
+        """End the background thread, if any (it is a daemon: this never waits long)."""
+        self._stop.set()
 
 
 def _used(value: int | None) -> int | None:

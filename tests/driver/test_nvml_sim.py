@@ -285,3 +285,22 @@ def test_scenario_files_json_and_missing(tmp_path: Any) -> None:
     bad.write_text("gpu = [")
     with pytest.raises(UsageError, match="not valid toml"):
         load_scenario(bad)
+
+
+def test_slow_pcie_throughput_moves_off_the_snapshot_path(sim_source: Any) -> None:
+    """NVML samples PCIe throughput for ~20 ms a call: once seen slow, it is read in background."""
+    import threading
+
+    source, lib = sim_source(
+        one_gpu(pcie_rx_kbps=1234, slow_calls={"nvmlDeviceGetPcieThroughput": 0.02})
+    )
+    assert source.snapshot().gpus[0].pcie_rx_kbps == 1234
+    gate = threading.Event()
+    lib.blocked["nvmlDeviceGetPcieThroughput"] = gate  # from now on the call hangs
+    result: list[Any] = []
+    reader = threading.Thread(target=lambda: result.append(source.snapshot()), daemon=True)
+    reader.start()
+    reader.join(timeout=10)
+    gate.set()
+    assert result, "snapshot() waited on the hung PCIe call"
+    assert result[0].gpus[0].pcie_rx_kbps == 1234  # the latest value the reader had

@@ -101,11 +101,14 @@ def _run(args: argparse.Namespace) -> int:
         result: int = module.run(args)
         return result
     if args.once or args.json:
+        from gputop.enrich import enrich
+        from gputop.holders import scan_holders
         from gputop.source import source_from_args
 
         source = source_from_args(args)
         try:
-            snapshot = source.snapshot()
+            # Enrich before close(): closing the demo ends its real processes.
+            snapshot = enrich(source.snapshot(), holders=scan_holders(source.dev_dir))
         finally:
             source.close()
         if args.json:
@@ -122,6 +125,8 @@ def _run(args: argparse.Namespace) -> int:
                 show_fan=args.show_fan,
                 show_power=args.show_power,
                 color=wants_color(args),
+                # Piped output is not cut to a guessed width; a terminal (or COLUMNS) is.
+                width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 10_000,
             )
             sys.stdout.write(render_once(snapshot, options))
         return 0

@@ -1,16 +1,31 @@
-"""Which CUDA device index each NVML GPU gets in a CUDA program started from this shell.
+"""Which CUDA device index each NVML GPU gets in a CUDA program started from this shell (pure).
 
-NVML numbers GPUs by PCI bus id. CUDA orders them by ``CUDA_DEVICE_ORDER`` (FASTEST_FIRST by
-default, PCI_BUS_ID on request), then keeps and renumbers only those named by
-``CUDA_VISIBLE_DEVICES``: integer indices into that order, or GPU UUIDs (full, or any unique
-prefix, with or without the ``GPU-`` prefix). As in CUDA, the first entry that is invalid (out of
-range, unknown or ambiguous UUID, a duplicate, garbage) ends the list: the entries before it stay
-visible. Unset means all GPUs; set but empty means none.
+NVML numbers GPUs by PCI bus id. CUDA first orders them by ``CUDA_DEVICE_ORDER``:
 
-FASTEST_FIRST is CUDA's own heuristic and is not documented; this approximates it by compute
-capability (higher first), ties kept in PCI bus order, which matches CUDA on boxes of one GPU model.
-MIG entries (``MIG-...``) select the GPU instance's parent; gputop does not resolve MIG UUIDs, so
-such an entry ends the list here.
+- ``PCI_BUS_ID``: by PCI domain, bus, device, function (what NVML and nvidia-smi use).
+- ``FASTEST_FIRST`` (the default, also for unknown values): CUDA's own heuristic, which NVIDIA
+  does not document. gputop approximates it as: higher compute capability first, then (where
+  known) more multiprocessors, then higher maximum SM clock, ties kept in PCI bus order. On a
+  box of one GPU model this is exactly PCI bus order, which is what CUDA does there.
+
+Then ``CUDA_VISIBLE_DEVICES`` keeps and renumbers only the devices it names, in its order.
+Entries are comma separated, surrounding whitespace ignored, and each is one of:
+
+- an index into the order above, read like C's ``strtoul`` as CUDA does (``"1"``, ``"+1"``, and
+  ``"1gpu"`` all mean 1);
+- a GPU UUID as nvidia-smi prints it (``GPU-8932f937-d72c-...``), or any prefix of it long
+  enough to name one GPU (``GPU-8932f937``); matched without regard to case. As a convenience
+  gputop also accepts a prefix without ``GPU-`` when it does not start with a digit (one that
+  does is an index, as in CUDA);
+- a MIG device: the old form ``MIG-GPU-<gpu uuid>/<gi>/<ci>`` names its parent GPU, which gputop
+  shows as the next CUDA index, and the list ends after it (CUDA enumerates a single MIG
+  instance only); the new form ``MIG-<mig uuid>`` cannot be tied to a GPU from NVML device data,
+  so gputop ends the list before it. GPUs in MIG mode are otherwise treated as whole GPUs.
+
+As in CUDA, the first invalid entry (negative, empty, garbage, an index out of range, an unknown
+or ambiguous UUID) ends the list: the entries before it stay visible (``0,2,-1,1`` shows 0 and
+2). A device named twice hides every device (CUDA reports no device then; PyTorch's
+``_parse_visible_devices`` documents the same). Unset means all devices; set but empty, none.
 """
 
 from __future__ import annotations
@@ -18,59 +33,136 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+FASTEST_FIRST = "FASTEST_FIRST"
+PCI_BUS_ID = "PCI_BUS_ID"
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DeviceKey:
-    """What cuda_index_map needs to know of one NVML device."""
+    """What cuda_index_map needs to know of one NVML device (the optional fields refine order)."""
 
-    index: int
+    index: int  # NVML index
     uuid: str | None = None
     pci_bus_id: str | None = None
     compute_capability: tuple[int, int] | None = None
+    multiprocessor_count: int | None = None
+    clock_sm_max_mhz: int | None = None
 
 
-def _pci_key(device: DeviceKey) -> tuple[str, int]:
-    return ((device.pci_bus_id or "").lower(), device.index)
+def parse_pci_bus_id(bus_id: str | None) -> tuple[int, int, int, int] | None:
+    """``"00000000:07:00.0"`` -> (domain, bus, device, function); None when unparseable."""
+    if not bus_id:
+        return None
+    try:
+        domain, bus, rest = bus_id.strip().split(":")
+        device, function = rest.split(".")
+        return (int(domain, 16), int(bus, 16), int(device, 16), int(function, 16))
+    except ValueError:
+        return None
+
+
+def _pci_key(device: DeviceKey) -> tuple[int, tuple[int, int, int, int], int]:
+    parsed = parse_pci_bus_id(device.pci_bus_id)
+    # Devices without a readable bus id sort after the others, by NVML index.
+    return (0, parsed, device.index) if parsed else (1, (0, 0, 0, 0), device.index)
+
+
+def _speed_key(device: DeviceKey) -> tuple[tuple[int, int], int, int]:
+    return (
+        device.compute_capability or (0, 0),
+        device.multiprocessor_count or 0,
+        device.clock_sm_max_mhz or 0,
+    )
 
 
 def cuda_order(devices: Sequence[DeviceKey], environ: Mapping[str, str]) -> list[DeviceKey]:
     """The devices in CUDA's enumeration order before CUDA_VISIBLE_DEVICES is applied."""
     by_bus = sorted(devices, key=_pci_key)
-    if environ.get("CUDA_DEVICE_ORDER", "FASTEST_FIRST").strip().upper() == "PCI_BUS_ID":
+    if environ.get("CUDA_DEVICE_ORDER", FASTEST_FIRST).strip().upper() == PCI_BUS_ID:
         return by_bus
-    # sorted() is stable: equal capabilities keep PCI bus order.
-    return sorted(by_bus, key=lambda d: d.compute_capability or (0, 0), reverse=True)
+    # sorted() is stable: equally fast devices keep PCI bus order.
+    return sorted(by_bus, key=_speed_key, reverse=True)
 
 
-def _match_uuid(entry: str, ordered: Sequence[DeviceKey]) -> DeviceKey | None:
-    wanted = entry.lower()
-    if not wanted.startswith("gpu-"):
-        wanted = "gpu-" + wanted
-    hits = [d for d in ordered if d.uuid and d.uuid.lower().startswith(wanted)]
-    return hits[0] if len(hits) == 1 else None
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    kind: str  # "index", "uuid" or "mig"
+    value: str  # the index as text, or the lower-cased UUID prefix
 
 
-def _resolve(entry: str, ordered: Sequence[DeviceKey]) -> DeviceKey | None:
-    if entry.isdigit():
-        position = int(entry)
-        return ordered[position] if position < len(ordered) else None
-    if entry.lower().startswith("mig-") or not entry:
+def _strtoul(text: str) -> int | None:
+    """The leading decimal number of text as C's strtoul reads it; None when there is none."""
+    sign = text[:1] if text[:1] in "+-" else ""
+    digits = ""
+    for char in text[len(sign) :]:
+        if not char.isdigit():
+            break
+        digits += char
+    if not digits:
         return None
-    if entry.startswith("-"):
-        return None  # a negative index hides every GPU from CUDA
-    return _match_uuid(entry, ordered)
+    value = int(digits)
+    return -value if sign == "-" else value
+
+
+def _parse_entry(raw: str) -> _Entry | None:
+    """One CUDA_VISIBLE_DEVICES entry, or None when it is syntactically invalid."""
+    text = raw.strip()
+    lowered = text.lower()
+    if lowered.startswith("mig-"):
+        return _Entry("mig", lowered[4:])
+    if lowered.startswith("gpu-"):
+        return _Entry("uuid", lowered) if len(lowered) > 4 else None
+    if text[:1].isdigit() or text[:1] in ("+", "-"):
+        number = _strtoul(text)
+        return None if number is None or number < 0 else _Entry("index", str(number))
+    if text and all(c in "0123456789abcdef-" for c in lowered):
+        return _Entry("uuid", "gpu-" + lowered)  # an abbreviated UUID without "GPU-"
+    return None
+
+
+def _match_uuid(prefix: str, ordered: Sequence[DeviceKey]) -> DeviceKey | None:
+    hits = [d for d in ordered if d.uuid and d.uuid.lower().startswith(prefix)]
+    return hits[0] if len(hits) == 1 else None  # unknown or ambiguous: invalid
+
+
+def _resolve(entry: _Entry, ordered: Sequence[DeviceKey]) -> DeviceKey | None:
+    if entry.kind == "index":
+        position = int(entry.value)
+        return ordered[position] if position < len(ordered) else None
+    if entry.kind == "uuid":
+        return _match_uuid(entry.value, ordered)
+    if entry.value.startswith("gpu-"):  # legacy MIG-GPU-<uuid>/<gi>/<ci>
+        return _match_uuid(entry.value.split("/", 1)[0], ordered)
+    return None
+
+
+def visible_devices(devices: Sequence[DeviceKey], environ: Mapping[str, str]) -> list[DeviceKey]:
+    """The devices a CUDA program would see, in CUDA index order."""
+    ordered = cuda_order(devices, environ)
+    visible = environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return ordered
+    entries: list[_Entry] = []
+    for raw in visible.split(","):
+        entry = _parse_entry(raw)
+        if entry is None:
+            break
+        entries.append(entry)
+    if len(set(entries)) != len(entries):
+        return []  # the same entry twice: CUDA sees no device at all
+    chosen: list[DeviceKey] = []
+    for entry in entries:
+        device = _resolve(entry, ordered)
+        if device is None:
+            break
+        if device in chosen:
+            return []  # two entries naming one device, e.g. "0,GPU-<uuid of 0>"
+        chosen.append(device)
+        if entry.kind == "mig":
+            break  # CUDA enumerates a single MIG instance
+    return chosen
 
 
 def cuda_index_map(devices: Sequence[DeviceKey], environ: Mapping[str, str]) -> dict[int, int]:
     """NVML index -> CUDA index; NVML devices a CUDA program would not see are absent."""
-    ordered = cuda_order(devices, environ)
-    visible = environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is None:
-        return {d.index: i for i, d in enumerate(ordered)}
-    chosen: list[DeviceKey] = []
-    for raw in visible.split(","):
-        device = _resolve(raw.strip(), ordered)
-        if device is None or device in chosen:
-            break
-        chosen.append(device)
-    return {d.index: i for i, d in enumerate(chosen)}
+    return {d.index: i for i, d in enumerate(visible_devices(devices, environ))}

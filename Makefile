@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: help install run demo test lint typecheck pytest snapshot-update screenshots bench clean
+.PHONY: help install run demo test test-tools lint typecheck pytest snapshot-update screenshots bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -29,7 +29,10 @@ lint: install ## ruff format --check and ruff check
 typecheck: install ## mypy (strict) on gputop/
 	$(BIN)/mypy gputop
 
-pytest: install ## the test suite only
+test-tools: ## best effort: Debian's prometheus for the exporter's integration test (root + apt only)
+	@sh scripts/install-prometheus.sh
+
+pytest: install test-tools ## the test suite only
 	$(BIN)/pytest
 
 test: lint typecheck pytest ## everything CI runs: lint, types, tests

@@ -143,13 +143,14 @@ class _Static:
 class NvmlSource:
     """Reads complete Snapshots from NVML (real or simulated). Thread-safe for one reader."""
 
+    PROCESS_UTIL_WINDOW_S = 5.0
+
     def __init__(self, *, environ: Mapping[str, str] | None = None, simulated: bool = False):
         self._simulated = simulated
         self._environ = os.environ if environ is None else environ
         self._seq = 0
         self._lock = threading.Lock()
         self._proc_api: str | None = None  # v3 / v2 / v1, whichever the driver has
-        self._util_since: dict[int, int] = {}
         try:
             pynvml.nvmlInit()
         except pynvml.NVMLError as exc:
@@ -429,7 +430,10 @@ class NvmlSource:
         return []
 
     def _read_process_utilization(self, index: int, h: Any) -> dict[int, tuple[int, int]]:
-        since = self._util_since.get(index, 0)
+        # The driver keeps per-process samples a few times a second; asking only for samples
+        # newer than the last call gives nothing (NOT_FOUND) when snapshots come quickly, so
+        # ask for a short window and take each process's newest sample.
+        since = int((time.time() - self.PROCESS_UTIL_WINDOW_S) * 1_000_000)
         samples = _read(pynvml.nvmlDeviceGetProcessUtilization, h, since)
         if not samples:
             return {}
@@ -437,7 +441,6 @@ class NvmlSource:
         for s in samples:
             if s.pid not in latest or s.timeStamp > latest[s.pid].timeStamp:
                 latest[s.pid] = s
-        self._util_since[index] = max(s.timeStamp for s in samples)
         return {pid: (int(s.smUtil), int(s.memUtil)) for pid, s in latest.items()}
 
 

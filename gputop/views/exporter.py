@@ -1,0 +1,205 @@
+"""`gputop export`: a Prometheus exporter (dcgm-exporter compatible names) and textfile writer.
+
+One Sampler reads the driver every ``--interval`` seconds; HTTP scrapes and textfile writes only
+render its last snapshot, so a burst of scrapes costs no driver calls and a hung driver shows up
+as a growing ``gputop_sample_age_seconds`` instead of a hung scrape. prometheus-client is an
+optional dependency (``gputop[export]``), imported only here, after a check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import ipaddress
+import signal
+import socket
+import sys
+import threading
+from dataclasses import dataclass
+from types import FrameType, ModuleType
+from typing import TYPE_CHECKING
+
+from gputop.errors import UsageError
+
+if TYPE_CHECKING:
+    from gputop.export_prom import MetricsServer, SnapshotCollector, TextfileWriter
+    from gputop.sampler import Sampler
+
+DEFAULT_LISTEN = "127.0.0.1:9400"
+DEFAULT_INTERVAL_S = 5.0
+MISSING_CLIENT = "the exporter needs prometheus-client: pip install 'gputop[export]'"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ListenAddress:
+    """Where to serve /metrics: a numeric host, a port, and whether only this host can reach it."""
+
+    host: str
+    port: int
+    loopback: bool
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+def _split_listen(text: str) -> tuple[str, str]:
+    """("host", "port") from HOST:PORT, [V6]:PORT, :PORT (all interfaces) or PORT (loopback)."""
+    if text.startswith("["):
+        host, sep, port = text[1:].partition("]:")
+        if not sep:
+            raise UsageError(f"--listen: expected [ADDRESS]:PORT, got {text!r}")
+        return host, port
+    if ":" not in text:
+        return "127.0.0.1", text
+    host, _, port = text.rpartition(":")
+    if ":" in host:
+        raise UsageError(f"--listen: write IPv6 addresses in brackets, e.g. [::1]:9400: {text!r}")
+    return host or "0.0.0.0", port
+
+
+def parse_listen(text: str) -> ListenAddress:
+    """Parse and resolve --listen; raises UsageError with one readable line."""
+    host, port_text = _split_listen(text.strip())
+    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise UsageError(f"--listen: port must be a number from 0 to 65535, got {text!r}")
+    port = int(port_text)
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError):
+        raise UsageError(f"--listen: cannot resolve host {host!r}") from None
+    address = str(infos[0][4][0])
+    return ListenAddress(
+        host=address, port=port, loopback=ipaddress.ip_address(address).is_loopback
+    )
+
+
+def exposure_note(listen: ListenAddress) -> str | None:
+    """The line printed at start when /metrics is reachable from other hosts, else None."""
+    if listen.loopback:
+        return None
+    return f"gputop: listening on {listen} — reachable from other hosts"
+
+
+def require_prometheus_client() -> ModuleType:
+    """The prometheus_client module, or UsageError with the install hint."""
+    try:
+        return importlib.import_module("prometheus_client")
+    except ImportError:
+        raise UsageError(MISSING_CLIENT) from None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of `gputop export` (the shared --demo/--scenario are added by the CLI)."""
+    from gputop.cli import positive_float
+
+    parser.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        default=None,
+        help=f"serve /metrics here (default {DEFAULT_LISTEN}; only --textfile: no HTTP). "
+        "Use 0.0.0.0:9400 or [::]:9400 to let other hosts scrape",
+    )
+    parser.add_argument(
+        "--interval",
+        type=positive_float,
+        default=DEFAULT_INTERVAL_S,
+        metavar="SEC",
+        help=f"seconds between driver reads (default {DEFAULT_INTERVAL_S:g})",
+    )
+    parser.add_argument(
+        "--textfile",
+        metavar="DIR",
+        default=None,
+        help="also write DIR/gputop.prom every interval for node_exporter's textfile collector",
+    )
+
+
+@dataclass(slots=True)
+class _Parts:
+    """What run() opened, so that everything is closed in reverse order."""
+
+    collector: SnapshotCollector
+    server: MetricsServer | None = None
+    bound: ListenAddress | None = None
+    textfile: TextfileWriter | None = None
+    sampler: Sampler | None = None
+
+
+def _open_outputs(args: argparse.Namespace) -> _Parts:
+    """Bind the port and check the textfile folder before the driver (or demo) is opened."""
+    from gputop.export_prom import MetricsServer, SnapshotCollector, TextfileWriter, make_registry
+
+    listen_text = args.listen or (None if args.textfile else DEFAULT_LISTEN)
+    listen = parse_listen(listen_text) if listen_text else None
+    collector = SnapshotCollector()
+    registry = make_registry(collector)
+    parts = _Parts(collector=collector)
+    if args.textfile:
+        parts.textfile = TextfileWriter(args.textfile, registry)
+    if listen is not None:
+        parts.server = MetricsServer(registry, listen.host, listen.port)
+        parts.bound = ListenAddress(
+            host=listen.host, port=parts.server.port, loopback=listen.loopback
+        )
+        note = exposure_note(parts.bound)
+        if note:
+            print(note, flush=True)
+    return parts
+
+
+def _stop_on_sigterm(stop: threading.Event) -> None:
+    """systemd stops services with SIGTERM: end the loop so the finally-blocks run."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def handler(_signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def _serve(parts: _Parts, sampler: Sampler, stop: threading.Event) -> None:
+    """Wait for the first sample, then rewrite the textfile each interval until stopped."""
+    first = threading.Event()
+    sampler.on_snapshot = lambda _snapshot: first.set()
+    sampler.start()
+    first.wait(max(2.0, sampler.interval_s))
+    every = f"every {sampler.interval_s:g} s"
+    if parts.textfile is not None:
+        parts.textfile.write()  # a folder we cannot write to fails here, at start
+        print(f"gputop: writing {parts.textfile.path} {every}", flush=True)
+    if parts.bound is not None:  # after the first sample, so a first scrape has GPU data
+        print(f"gputop: serving http://{parts.bound}/metrics, sampling {every}", flush=True)
+    while not stop.wait(sampler.interval_s):
+        if parts.textfile is not None:
+            try:
+                parts.textfile.write()
+            except UsageError as exc:  # e.g. disk full: say so, keep serving
+                print(f"gputop: {exc}", file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the exporter until interrupted (Ctrl-C or SIGTERM); returns the exit code."""
+    require_prometheus_client()
+    from gputop.sampler import Sampler
+    from gputop.source import source_from_args
+
+    parts = _open_outputs(args)
+    stop = threading.Event()
+    source = None
+    try:
+        source = source_from_args(args)
+        parts.sampler = Sampler(source, interval_s=args.interval)
+        parts.collector.holder = parts.sampler
+        _stop_on_sigterm(stop)
+        _serve(parts, parts.sampler, stop)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if parts.sampler is not None:
+            parts.sampler.stop()
+        if parts.server is not None:
+            parts.server.close()
+        if source is not None:
+            source.close()
+    return 0

@@ -1,0 +1,84 @@
+"""Helpers for the exporter tests: free ports, scrapes, and an exporter run as a real process."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+REPO = Path(__file__).resolve().parents[2]
+SERVING = re.compile(r"serving http://(\S+)/metrics")
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def http_get(url: str, timeout_s: float = 5.0) -> str:
+    """GET url and return the body (loopback only)."""
+    with urllib.request.urlopen(url, timeout=timeout_s) as response:
+        body: bytes = response.read()
+    return body.decode()
+
+
+def samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
+    """(labels, value) of every sample called ``name`` in exposition text."""
+    return [
+        (dict(sample.labels), float(sample.value))
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == name
+    ]
+
+
+def stop_process(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM (the exporter cleans up its demo processes), then SIGKILL if it lingers."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+    for stream in (proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()
+
+
+@contextlib.contextmanager
+def exporter_process(*extra: str, timeout_s: float = 30.0) -> Iterator[str]:
+    """Run `gputop export --demo` on a free loopback port; yields its /metrics URL."""
+    cmd = [sys.executable, "-m", "gputop", "export", "--demo", "--listen", "127.0.0.1:0", *extra]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + timeout_s
+        assert proc.stdout is not None
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                err = proc.stderr.read() if proc.stderr else ""
+                pytest.fail(f"exporter exited early: {err.strip()}")
+            match = SERVING.search(line)
+            if match:
+                yield f"http://{match.group(1)}/metrics"
+                return
+        pytest.fail("exporter did not report its address")
+    finally:
+        stop_process(proc)

@@ -1,0 +1,139 @@
+"""The snapshot -> metric families mapping: dcgm-exporter names, labels and units; gputop's own."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from gputop.export_metrics import DCGM_FIELDS, Family, snapshot_families
+from gputop.export_prom import SnapshotCollector, make_registry
+from gputop.model import GpuProcess, ProcessRow, ProcessType, ProcInfo, ProcState, Snapshot
+from tests.export.conftest import samples
+from tests.fakes import GiB, lost_gpu, make_gpu, make_snapshot
+
+MiB = 1024 * 1024
+
+
+def render(snapshot: Snapshot | None) -> str:
+    class Holder:
+        latest = snapshot
+
+    return generate_latest(make_registry(SnapshotCollector(Holder()))).decode()
+
+
+def by_name(families: list[Family]) -> dict[str, Family]:
+    return {f.name: f for f in families}
+
+
+def test_dcgm_labels_match_dcgm_exporter() -> None:
+    snap = make_snapshot()
+    text = render(snap)
+    rows = samples(text, "DCGM_FI_DEV_GPU_UTIL")
+    assert len(rows) == 2
+    for labels, value in rows:
+        gpu = snap.gpu(int(labels["gpu"]))
+        assert gpu is not None
+        assert labels == {
+            "gpu": str(gpu.index),
+            "UUID": gpu.uuid,
+            "pci_bus_id": gpu.pci_bus_id,
+            "device": f"nvidia{gpu.index}",
+            "modelName": gpu.name,
+            "hostname": snap.system.hostname,
+            "DCGM_FI_DRIVER_VERSION": snap.system.driver_version,
+        }
+        assert value == gpu.utilization_gpu_percent
+
+
+def test_units_are_dcgm_units() -> None:
+    gpu = make_gpu(
+        0,
+        memory_used_bytes=3 * GiB + 5,
+        memory_free_bytes=77 * GiB,
+        power_draw_mw=251_500,
+        pcie_tx_kbps=2000,
+    )
+    text = render(make_snapshot(gpus=(gpu,)))
+    assert samples(text, "DCGM_FI_DEV_FB_USED")[0][1] == 3 * 1024  # whole MiB
+    assert samples(text, "DCGM_FI_DEV_FB_FREE")[0][1] == 77 * 1024
+    assert samples(text, "DCGM_FI_DEV_FB_TOTAL")[0][1] == 80 * 1024
+    assert samples(text, "DCGM_FI_DEV_POWER_USAGE")[0][1] == 251.5  # watts
+    assert samples(text, "DCGM_FI_PROF_PCIE_TX_BYTES")[0][1] == 2000 * 1024  # bytes/s
+    assert samples(text, "DCGM_FI_DEV_SM_CLOCK")[0][1] == gpu.clock_sm_mhz
+
+
+def test_every_dcgm_family_is_a_gauge_with_its_help() -> None:
+    full = make_gpu(0, encoder_percent=1, decoder_percent=2, memory_reserved_bytes=MiB)
+    text = render(make_snapshot(gpus=(full,)))
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    for field in DCGM_FIELDS:
+        assert families[field.name].type == "gauge"
+        assert families[field.name].documentation == field.help
+
+
+def test_unreported_readings_and_lost_gpus_are_left_out() -> None:
+    gpus = (make_gpu(0, temperature_c=None, encoder_percent=None), lost_gpu(1))
+    fams = by_name(
+        snapshot_families(make_snapshot(gpus=gpus), age_s=0, sampler_errors=0, version="x")
+    )
+    assert "DCGM_FI_DEV_GPU_TEMP" not in fams  # no GPU reported it: no family at all
+    assert [s.labels[0] for s in fams["DCGM_FI_DEV_GPU_UTIL"].samples] == ["0"]
+    lost = {s.labels: s.value for s in fams["gputop_gpu_lost"].samples}
+    assert lost == {("0",): 0.0, ("1",): 1.0}
+
+
+def _row(pid: int, state: ProcState, **info: object) -> ProcessRow:
+    return ProcessRow(pid=pid, info=ProcInfo(pid=pid, **info), states=(state,))  # type: ignore[arg-type]
+
+
+def test_process_memory_uses_short_name_never_the_command_line() -> None:
+    secret = "--api-key=hunter2-SECRET"
+    proc = GpuProcess(pid=777, gpu_index=0, type=ProcessType.COMPUTE, used_memory_bytes=5 * GiB)
+    snap = replace(
+        make_snapshot(gpus=(make_gpu(0, processes=(proc,)),)),
+        processes=(
+            _row(777, ProcState.ACTIVE, name="python3", user="alice", cmdline=("python", secret)),
+        ),
+    )
+    text = render(snap)
+    assert "SECRET" not in text
+    rows = samples(text, "gputop_process_gpu_memory_bytes")
+    assert rows == [
+        (
+            {
+                "gpu": "0",
+                "UUID": snap.gpus[0].uuid,
+                "pid": "777",
+                "user": "alice",
+                "command": "python3",
+            },
+            5.0 * GiB,
+        )
+    ]
+
+
+def test_stuck_counts_every_state_and_unattributed_memory() -> None:
+    snap = replace(
+        make_snapshot(),
+        processes=(
+            _row(1, ProcState.HOLDER),
+            _row(2, ProcState.HOLDER),
+            _row(3, ProcState.DEFUNCT),
+            _row(4, ProcState.ACTIVE),
+        ),
+        unattributed_memory_bytes=((1, 3 * GiB),),
+    )
+    text = render(snap)
+    stuck = {labels["state"]: value for labels, value in samples(text, "gputop_stuck_processes")}
+    assert stuck == {"holder": 2.0, "defunct": 1.0, "orphan": 0.0, "stopped": 0.0}
+    unattributed = samples(text, "gputop_unattributed_memory_bytes")
+    assert unattributed == [({"gpu": "1", "UUID": snap.gpus[1].uuid}, 3.0 * GiB)]
+
+
+def test_before_the_first_sample_only_health_metrics() -> None:
+    text = render(None)
+    names = {f.name for f in text_string_to_metric_families(text)}
+    assert names == {"gputop_sample_age_seconds", "gputop_sampler_errors", "gputop_info"}
+    assert samples(text, "gputop_sampler_errors_total") == [({}, 0.0)]

@@ -26,6 +26,10 @@ ENGINE_MODULES = [
     "gputop.views.once",
     "gputop.views.json_view",
     "gputop.views.doctor",
+    "gputop.views.query",
+    "gputop.views.dmon",
+    "gputop.views.exporter",
+    "gputop.api",
 ]
 
 

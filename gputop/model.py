@@ -73,6 +73,7 @@ class GpuSample:
     pci_bus_id: str | None = None
     compute_capability: tuple[int, int] | None = None
     minor_number: int | None = None  # N of /dev/nvidiaN
+    serial: str | None = None  # the board's serial number
     # memory
     memory_total_bytes: int | None = None
     memory_used_bytes: int | None = None

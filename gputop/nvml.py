@@ -131,6 +131,7 @@ class _Static:
     pci_bus_id: str | None = None
     compute_capability: tuple[int, int] | None = None
     minor_number: int | None = None
+    serial: str | None = None
     slowdown_c: int | None = None
     shutdown_c: int | None = None
     clock_max: dict[str, int | None] = field(default_factory=dict)
@@ -201,6 +202,7 @@ class NvmlSource:
             cc = _read(pynvml.nvmlDeviceGetCudaComputeCapability, handle)
             st.compute_capability = (int(cc[0]), int(cc[1])) if cc else None
             st.minor_number = _read(pynvml.nvmlDeviceGetMinorNumber, handle)
+            st.serial = _text(_read(pynvml.nvmlDeviceGetSerial, handle))
             st.slowdown_c = _read(
                 pynvml.nvmlDeviceGetTemperatureThreshold,
                 handle,
@@ -294,6 +296,7 @@ class NvmlSource:
         values: dict[str, Any] = {
             "compute_capability": st.compute_capability,
             "minor_number": st.minor_number,
+            "serial": st.serial,
             "temperature_slowdown_c": st.slowdown_c,
             "temperature_shutdown_c": st.shutdown_c,
             "clock_graphics_max_mhz": st.clock_max.get("graphics"),

@@ -235,6 +235,12 @@ class SimLibrary:
         info.pciDeviceId = 0x20B010DE
         return SUCCESS
 
+    def _nvmlDeviceGetSerial(self, gpu: SimGpu, buf: Any, size: Any) -> int:
+        if gpu.serial is None:
+            raise _Unsupported
+        buf.value = gpu.serial.encode()
+        return SUCCESS
+
     def _nvmlDeviceGetMinorNumber(self, gpu: SimGpu, out: Any) -> int:
         _put(out, self.scenario.gpus.index(gpu))
         return SUCCESS

@@ -108,6 +108,7 @@ class SimGpu:
     persistence: bool | None = True
     mig: bool | None = False
     compute_capability: tuple[int, int] | None = (8, 0)
+    serial: str | None = None  # None: the board has none (NOT_SUPPORTED)
     lost_after_s: float | None = None
     slow_calls: dict[str, float] = field(default_factory=dict)  # NVML function -> delay seconds
     unsupported: frozenset[str] = frozenset()  # NVML function names answering NOT_SUPPORTED
@@ -171,6 +172,7 @@ GPU_KEYS = {
     "persistence",
     "mig",
     "compute_capability",
+    "serial",
     "lost_after_s",
     "slow_calls",
     "unsupported",
@@ -259,6 +261,9 @@ def _gpu_from_dict(spec: dict[str, Any], index: int, seed: int) -> SimGpu:
         persistence=_flag(spec.get("persistence", True)),
         mig=_flag(spec.get("mig", False)),
         compute_capability=(int(cc[0]), int(cc[1])) if cc else None,
+        serial=None
+        if spec.get("serial") == "unsupported"
+        else str(spec.get("serial") or f"1652{crc:09d}"[:13]),
         lost_after_s=spec.get("lost_after_s"),
         slow_calls={str(k): float(v) for k, v in spec.get("slow_calls", {}).items()},
         unsupported=frozenset(spec.get("unsupported", [])),

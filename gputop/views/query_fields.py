@@ -130,8 +130,8 @@ _GPU_TABLE: tuple[tuple[str, tuple[str, ...], str | None, str, Reader, str], ...
      "The version of the installed NVIDIA display driver."),
     ("count", (), None, _ID, lambda s, g: len(s.gpus), "The number of NVIDIA GPUs in the system."),
     ("name", ("gpu_name",), None, _ID, _g("name"), "The official product name of the GPU."),
-    ("serial", ("gpu_serial",), None, _ID, lambda s, g: None,
-     "The board serial number (gputop does not read it: always [N/A])."),
+    ("serial", ("gpu_serial",), None, NA, _g("serial"),
+     "The board serial number, as printed on the board."),
     ("uuid", ("gpu_uuid",), None, _ID, _g("uuid"),
      "The globally unique immutable identifier of the GPU."),
     ("pci.bus_id", ("gpu_bus_id",), None, _ID, _g("pci_bus_id"),
@@ -274,8 +274,8 @@ APP_FIELDS: tuple[AppField, ...] = (
     AppField(name="gpu_bus_id", help="The GPU's PCI bus id.", read=lambda s, r: r.gpu.pci_bus_id),
     AppField(
         name="gpu_serial",
-        help="The GPU's serial number (not read: always [N/A]).",
-        read=lambda s, r: None,
+        help="The GPU's serial number.",
+        read=lambda s, r: r.gpu.serial,
     ),
     AppField(name="gpu_uuid", help="The GPU's UUID.", read=lambda s, r: r.gpu.uuid),
     AppField(

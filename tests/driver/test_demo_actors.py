@@ -50,7 +50,7 @@ def test_stop_removes_every_actor_and_the_folder(demo: tuple[sim.SimLibrary, Cas
 def test_without_actors_the_stand_in_pids_stay() -> None:
     lib = sim.install("demo", sim.ManualClock(1.0))
     assert lib.cast is None and lib.dev_dir == "/dev"
-    assert 48213 in {p.pid for g in lib.scenario.gpus for p in g.processes}
+    assert 5048213 in {p.pid for g in lib.scenario.gpus for p in g.processes}
 
 
 def test_demo_end_to_end_classification(demo: tuple[sim.SimLibrary, Cast]) -> None:

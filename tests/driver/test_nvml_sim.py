@@ -40,6 +40,7 @@ def everything_unsupported() -> dict[str, Any]:
     gpu.update(
         persistence="unsupported",
         mig="unsupported",
+        serial="unsupported",
         compute_capability=None,
         unsupported=[
             "nvmlDeviceGetMemoryInfo",
@@ -75,7 +76,7 @@ def test_demo_reads_every_field(sim_source: Any) -> None:
     assert l40s.clock_sm_max_mhz == 2520
     assert l40s.pci_bus_id == "00000000:87:00.0"
     assert l40s.uuid is not None and l40s.uuid.startswith("GPU-")
-    assert {p.pid for p in l40s.processes} == {51377, 51502}
+    assert {p.pid for p in l40s.processes} == {5051377, 5051502}
     procs_sum = sum(p.used_memory_bytes or 0 for p in l40s.processes)
     assert l40s.memory_used_bytes == procs_sum
     total = l40s.memory_total_bytes
@@ -83,7 +84,7 @@ def test_demo_reads_every_field(sim_source: Any) -> None:
     idle = snap.gpus[3]
     assert idle.throttle_reasons == ("gpu_idle",)
     assert idle.ecc_errors_uncorrected_volatile == 2
-    assert [p.pid for p in idle.processes] == [49001]  # the zombie's stand-in PID
+    assert [p.pid for p in idle.processes] == [5049001]  # the zombie's stand-in PID
     assert snap.gpus[0].throttle_reasons == ("sw_power_cap",)
     assert snap.gpus[0].fan_speeds_percent is None  # SXM boards have no fan
 
@@ -203,7 +204,7 @@ def test_unknown_nvml_function_is_function_not_found(sim_source: Any) -> None:
     sim_source("demo")
     handle = pynvml.nvmlDeviceGetHandleByIndex(0)
     with pytest.raises(pynvml.NVMLError) as info:
-        pynvml.nvmlDeviceGetSerial(handle)
+        pynvml.nvmlDeviceGetBoardPartNumber(handle)
     assert info.value.value == pynvml.NVML_ERROR_FUNCTION_NOT_FOUND
 
 
@@ -254,7 +255,7 @@ def test_faults_scenario_has_lost_unsupported_and_v1(sim_source: Any, sim_clock:
     gtx = first.gpus[2]
     assert gtx.utilization_gpu_percent is None and gtx.power_draw_mw is None
     assert gtx.throttle_reasons is None
-    assert first.gpus[0].processes[0].pid == 61001  # through the v1 call
+    assert first.gpus[0].processes[0].pid == 5061001  # through the v1 call
     sim_clock.set(6)
     assert source.snapshot().gpus[1].state is GpuState.LOST
 

@@ -22,7 +22,7 @@ UPDATE_ENV = "GPUTOP_UPDATE_GOLDEN"  # set to 1 to rewrite the golden files (the
 FIXED_WALL = 1706704496.789  # 2024-01-31 12:34:56.789 UTC
 
 # Stand-in PIDs of the shipped scenarios -> the process names a golden run shows.
-FAKE_NAMES = {48213: "python", 48214: "python", 51377: "/usr/bin/python3", 61001: "python"}
+FAKE_NAMES = {5048213: "python", 5048214: "python", 5051377: "/usr/bin/python3", 5061001: "python"}
 
 
 class FixedTimeSource:

@@ -56,21 +56,21 @@ def test_devices_are_json_view_dicts(box: Box) -> None:
     assert devices[2]["name"] == "NVIDIA L40S"
     assert devices[2]["memory_total_bytes"] == 46068 * MiB
     assert devices[2]["fan_speed_percent"] == 41
-    assert devices[0]["processes"][0]["pid"] == 48213
+    assert devices[0]["processes"][0]["pid"] == 5048213
 
 
 def test_snapshot_is_typed_and_enriched(box: Box) -> None:
     snap = gputop.snapshot(source=box("demo"))
     assert isinstance(snap, Snapshot)
-    assert {48213, 48214, 49001, 51377, 51502} <= {row.pid for row in snap.processes}
+    assert {5048213, 5048214, 5049001, 5051377, 5051502} <= {row.pid for row in snap.processes}
     assert dict(snap.unattributed_memory_bytes)[3] == 23552 * MiB  # the orphan's memory
 
 
 def test_processes_are_dicts_with_states(box: Box) -> None:
     rows = {p["pid"]: p for p in gputop.processes(source=box("demo"))}
-    assert rows[51377]["gpu_indices"] == [2]
-    assert rows[51377]["used_memory_bytes"] == 17800 * MiB
-    assert "state" in rows[51377] and "command" in rows[51377]["info"]
+    assert rows[5051377]["gpu_indices"] == [2]
+    assert rows[5051377]["used_memory_bytes"] == 17800 * MiB
+    assert "state" in rows[5051377] and "command" in rows[5051377]["info"]
 
 
 def test_show_prints_a_gputil_style_table(box: Box) -> None:
@@ -191,11 +191,11 @@ def test_track_in_real_time_sees_a_spike_a_1s_sampler_misses(
 
 
 def test_track_summary_is_a_readable_table(box: Box) -> None:
-    with gputop.track("stage 1", pids=[48213], source=box("demo")) as t:
+    with gputop.track("stage 1", pids=[5048213], source=box("demo")) as t:
         pass
     text = str(t)
     assert text == t.summary() and text.startswith("gputop.track 'stage 1': ")
-    assert "GPU 3 (all processes)" in text and "pid 48213 (all GPUs)" in text
+    assert "GPU 3 (all processes)" in text and "pid 5048213 (all GPUs)" in text
     assert "61000 MiB" in text and "+0 MiB" in text
 
 

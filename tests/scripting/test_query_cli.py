@@ -207,8 +207,8 @@ def test_compute_apps_as_json_lines(box: Box, run_cli: Cli) -> None:
         box("demo"), "query", "--query-compute-apps=pid,used_memory,process_name", "--format=json"
     )
     records = [json.loads(line) for line in result.out.splitlines()]
-    assert records[0] == {"pid": 48213, "used_gpu_memory": 61000, "process_name": "python"}
-    assert {"pid": 49001, "used_gpu_memory": 6144, "process_name": None} in records
+    assert records[0] == {"pid": 5048213, "used_gpu_memory": 61000, "process_name": "python"}
+    assert {"pid": 5049001, "used_gpu_memory": 6144, "process_name": None} in records
 
 
 def test_nvidia_smi_spellings_of_the_loop_options(box: Box, run_cli: Cli) -> None:

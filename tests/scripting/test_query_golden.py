@@ -164,13 +164,13 @@ def test_compute_apps_values(box: Box, run_cli: Cli) -> None:
     fields = "pid,process_name,used_memory,gpu_bus_id,gpu_name"
     rows = table(run_cli(box("demo"), "query", f"--query-compute-apps={fields}"))
     by_pid = {int(r["pid"]): r for r in rows}
-    assert sorted(by_pid) == [48213, 48214, 49001, 51377, 51502]
-    assert by_pid[48213]["used_gpu_memory [MiB]"] == "61000 MiB"  # base, sin(0) = 0
-    assert by_pid[51502]["used_gpu_memory [MiB]"] == "3900 MiB"
-    assert by_pid[51377]["gpu_bus_id"] == "00000000:87:00.0"
-    assert by_pid[51377]["gpu_name"] == "NVIDIA L40S"
-    assert by_pid[51377]["process_name"] == "/usr/bin/python3"
-    assert by_pid[49001]["process_name"] == "[Not Found]"  # not visible to the OS
+    assert sorted(by_pid) == [5048213, 5048214, 5049001, 5051377, 5051502]
+    assert by_pid[5048213]["used_gpu_memory [MiB]"] == "61000 MiB"  # base, sin(0) = 0
+    assert by_pid[5051502]["used_gpu_memory [MiB]"] == "3900 MiB"
+    assert by_pid[5051377]["gpu_bus_id"] == "00000000:87:00.0"
+    assert by_pid[5051377]["gpu_name"] == "NVIDIA L40S"
+    assert by_pid[5051377]["process_name"] == "/usr/bin/python3"
+    assert by_pid[5049001]["process_name"] == "[Not Found]"  # not visible to the OS
 
 
 def test_old_throttle_names_print_current_event_headers(box: Box, run_cli: Cli) -> None:

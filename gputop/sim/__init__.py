@@ -7,6 +7,7 @@ pynvml module and all of gputop run unchanged on simulated GPUs.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import pynvml
 
@@ -14,6 +15,9 @@ from gputop.sim.actors import start_cast
 from gputop.sim.clock import Clock, ElapsedClock, ManualClock
 from gputop.sim.library import SimLibrary
 from gputop.sim.scenario import SHIPPED, Scenario, load_scenario
+
+if TYPE_CHECKING:
+    from gputop.nvml import NvmlSource
 
 __all__ = [
     "SHIPPED",
@@ -25,6 +29,7 @@ __all__ = [
     "active",
     "install",
     "load_scenario",
+    "open_source",
     "uninstall",
 ]
 
@@ -68,6 +73,16 @@ def _with_actor_pids(scenario: Scenario, pids: dict[str, int]) -> Scenario:
         for gpu in scenario.gpus
     )
     return replace(scenario, gpus=gpus)
+
+
+def open_source(
+    scenario: Scenario | str, clock: Clock | None = None, *, actors: bool = False
+) -> NvmlSource:
+    """Install ``scenario`` and open the driver layer on it: a Source of simulated snapshots."""
+    from gputop.nvml import NvmlSource  # local: the driver layer imports nothing of the sim
+
+    install(scenario, clock, actors=actors)
+    return NvmlSource(simulated=True, environ={})
 
 
 def uninstall() -> None:

@@ -1,0 +1,42 @@
+"""The app's link to the engine: the sampler it drives (real or a test's) and who the user is."""
+
+from __future__ import annotations
+
+import os
+import pwd
+from collections.abc import Callable
+from typing import Protocol
+
+from gputop.model import Snapshot
+from gputop.source import Source
+
+
+class SamplerLike(Protocol):
+    """What the app needs from gputop.sampler.Sampler (tests may pass their own)."""
+
+    interval_s: float
+    paused: bool
+
+    def start(self) -> None: ...
+
+    def stop(self, timeout: float = 1.0) -> None: ...
+
+
+SamplerFactory = Callable[[Source, Callable[[Snapshot], None], float], SamplerLike]
+
+
+def default_sampler(
+    source: Source, on_snapshot: Callable[[Snapshot], None], interval_s: float
+) -> SamplerLike:
+    """The real sampler, scanning the source's device folder for holders."""
+    from gputop.sampler import Sampler
+
+    return Sampler(source, on_snapshot=on_snapshot, interval_s=interval_s, dev_dir=source.dev_dir)
+
+
+def current_user() -> str:
+    """The effective user's name (as psutil reports process owners)."""
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return str(os.geteuid())

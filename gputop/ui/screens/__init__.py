@@ -1,0 +1,1 @@
+"""The dashboard's screens: help, GPU detail, process detail, kill confirmation."""

@@ -1,0 +1,146 @@
+"""One GPU in depth: plotext charts of its history and every field of its latest sample."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Horizontal, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from gputop.history import History
+from gputop.model import GpuSample, Snapshot
+from gputop.ui import text
+from gputop.ui.widgets.gpu_panel import title
+from gputop.ui.widgets.plot import HistoryPlot
+
+GiB = 1024**3
+# (widget id, title, unit, {series label: (metric, scale)}, fixed top or None)
+CHARTS: tuple[tuple[str, str, str, dict[str, tuple[str, float]], float | None], ...] = (
+    (
+        "util",
+        "Utilisation",
+        "%",
+        {"gpu": ("utilization_gpu_percent", 1), "memory": ("utilization_memory_percent", 1)},
+        100.0,
+    ),
+    ("memory", "Memory used", "GiB", {"used": ("memory_used_bytes", 1 / GiB)}, None),
+    ("temp", "Temperature", "°C", {"temp": ("temperature_c", 1)}, None),
+    ("power", "Power", "W", {"draw": ("power_draw_mw", 1 / 1000)}, None),
+    (
+        "clocks",
+        "Clocks",
+        "MHz",
+        {"SM": ("clock_sm_mhz", 1), "memory": ("clock_memory_mhz", 1)},
+        None,
+    ),
+    (
+        "pcie",
+        "PCIe",
+        "MB/s",
+        {"rx": ("pcie_rx_kbps", 1 / 1000), "tx": ("pcie_tx_kbps", 1 / 1000)},
+        None,
+    ),
+)
+WIDE_MIN_COLUMNS = 160  # room for 2 chart columns beside the 76-column field list
+
+
+def field_lines(sample: GpuSample) -> Text:
+    """Every field of the sample as 'name  value' lines (N/A for None)."""
+    out = Text(no_wrap=True, overflow="ellipsis")
+    for f in fields(sample):
+        if f.name == "processes":
+            continue
+        value = getattr(sample, f.name)
+        if value is None:
+            shown = text.NA
+        elif isinstance(value, tuple):
+            shown = ", ".join(str(v) for v in value) or "none"
+        else:
+            shown = str(value)
+        out.append(f"{f.name:<32}", "bold")
+        out.append(f"{shown}\n")
+    out.append(f"{'processes':<32}", "bold")
+    out.append(", ".join(str(p.pid) for p in sample.processes) or "none")
+    return out
+
+
+class GpuDetailScreen(Screen[None]):
+    """Charts and fields of one GPU; updated by the app on every snapshot."""
+
+    BINDINGS = [
+        Binding("escape,q", "app.pop_screen", "Back"),
+        Binding("left,[", "step(-1)", "Prev GPU"),
+        Binding("right,]", "step(1)", "Next GPU"),
+    ]
+
+    def __init__(
+        self, gpu_index: int, snapshot: Snapshot | None, history: History, interval_s: float
+    ) -> None:
+        super().__init__()
+        self._ready = False
+        self.gpu_index = gpu_index
+        self._last: tuple[Snapshot, History, float] | None = (
+            None if snapshot is None else (snapshot, history, interval_s)
+        )
+
+    def compose(self) -> ComposeResult:
+        yield Static(f"GPU {self.gpu_index}", id="detail-title")
+        with Horizontal(id="detail-body"):
+            with VerticalScroll(id="detail-charts"):
+                with Grid(id="charts"):
+                    for chart_id, name, unit, _, _ in CHARTS:
+                        yield HistoryPlot(name, unit, id=f"chart-{chart_id}")
+                yield Static(id="fields-below", classes="fields")
+            with VerticalScroll(id="fields-side"):
+                yield Static(id="fields", classes="fields")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._ready = True
+        if self._last is not None:
+            self.update(*self._last)
+
+    def on_resize(self) -> None:
+        self.set_class(self.size.width < WIDE_MIN_COLUMNS, "-narrow")
+
+    def action_step(self, delta: int) -> None:
+        if self._last is None:
+            return
+        snapshot, history, interval_s = self._last
+        indices = [g.index for g in snapshot.gpus]
+        if self.gpu_index in indices:
+            pos = (indices.index(self.gpu_index) + delta) % len(indices)
+            self.gpu_index = indices[pos]
+        self.update(snapshot, history, interval_s)
+
+    def update(self, snapshot: Snapshot, history: History, interval_s: float) -> None:
+        """Redraw from the newest snapshot and the app's history."""
+        self._last = (snapshot, history, interval_s)
+        if not self._ready:
+            return  # on_mount draws it
+        sample = snapshot.gpu(self.gpu_index)
+        head = self.query_one("#detail-title", Static)
+        if sample is None:
+            head.update(Text(f"GPU {self.gpu_index} is not in the latest snapshot"))
+            return
+        state = "" if sample.state.value == "ok" else f"  {sample.state.value.upper()}"
+        head.update(Text(f"{title(sample)}  {sample.uuid or ''}{state}"))
+        for chart_id, _, _, metrics, top in CHARTS:
+            series = {
+                label: [
+                    None if v is None else v * scale for v in history.series(sample.index, metric)
+                ]
+                for label, (metric, scale) in metrics.items()
+            }
+            if chart_id == "memory" and sample.memory_total_bytes:
+                top = sample.memory_total_bytes / GiB
+            self.query_one(f"#chart-{chart_id}", HistoryPlot).set_series(
+                series, interval_s=interval_s, top=top
+            )
+        lines = field_lines(sample)
+        self.query_one("#fields", Static).update(lines)
+        self.query_one("#fields-below", Static).update(lines)

@@ -1,0 +1,52 @@
+"""A history chart: a textual-plotext plot of one or two series against seconds ago."""
+
+from __future__ import annotations
+
+from textual_plotext import PlotextPlot
+
+
+class HistoryPlot(PlotextPlot):
+    """Plots named series (oldest first, one point per tick); gaps (None) are skipped."""
+
+    def __init__(self, title: str, unit: str, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.title = title
+        self.unit = unit
+        self._series: dict[str, list[float | None]] = {}
+        self._interval_s = 1.0
+        self._top: float | None = None
+
+    def set_series(
+        self,
+        series: dict[str, list[float | None]],
+        *,
+        interval_s: float = 1.0,
+        top: float | None = None,
+    ) -> None:
+        """Replace the data; redraws only when it changed."""
+        if series == self._series and interval_s == self._interval_s and top == self._top:
+            return
+        self._series, self._interval_s, self._top = series, interval_s, top
+        self._draw()
+        self.refresh()
+
+    def _draw(self) -> None:
+        plt = self.plt
+        plt.clear_data()
+        plt.clear_figure()
+        plt.title(f"{self.title} ({self.unit})" if self.unit else self.title)
+        plotted = False
+        for name, values in self._series.items():
+            n = len(values)
+            points = [
+                (-(n - 1 - i) * self._interval_s, v) for i, v in enumerate(values) if v is not None
+            ]
+            if points:
+                xs, ys = zip(*points, strict=True)
+                plt.plot(list(xs), list(ys), label=name if len(self._series) > 1 else None)
+                plotted = True
+        if not plotted:
+            plt.title(f"{self.title}: no data (N/A on this GPU)")
+        if self._top is not None:
+            plt.ylim(0, self._top)
+        plt.xlabel("seconds ago")

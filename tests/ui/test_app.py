@@ -1,0 +1,389 @@
+"""Pilot tests of the dashboard's key paths on hand-fed snapshots (no sampler thread, no sleeps)."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from textual.pilot import Pilot
+
+from gputop.model import Snapshot, SystemInfo
+from gputop.source import Source
+from gputop.ui import rows as R
+from gputop.ui.app import GputopApp, make_app
+from gputop.ui.messages import SnapshotReady
+from gputop.ui.screens.gpu_detail import GpuDetailScreen
+from gputop.ui.screens.help import HelpScreen
+from gputop.ui.screens.process_detail import ProcessDetailScreen
+from gputop.ui.widgets.gpu_panel import GpuPanel
+from gputop.ui.widgets.header import HeaderBar
+from gputop.ui.widgets.process_table import ProcessTable
+from tests.fakes import FakeSource, lost_gpu, make_gpu
+from tests.ui.data import SAMPLE_ROWS, proc_row, run, snapshot
+
+
+def visible_pids(app: GputopApp) -> list[int]:
+    return [int(k.split(":")[0]) for k in app.table.visible_keys()]
+
+
+def header_text(app: GputopApp) -> str:
+    return app.query_one(HeaderBar).render().plain
+
+
+def test_first_frame_shows_header_gpus_and_processes() -> None:
+    first = snapshot(
+        SAMPLE_ROWS,
+        system=SystemInfo(
+            hostname="box7", driver_version="550.1", cuda_driver_version="12.4", simulated=True
+        ),
+    )
+
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        head = header_text(app)
+        for part in ("box7", "driver 550.1", "CUDA 12.4", "2 GPUs", "every 1s", "DEMO", "22:13:21"):
+            assert part in head
+        assert [p.index for p in app.query(GpuPanel)] == [0, 1]
+        assert visible_pids(app) == [100, 101, 102, 103]
+        assert app.table.border_title == "Processes (4)"
+
+    run(body, first=first)
+
+
+def test_sort_keys_cycle_columns_and_reverse() -> None:
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        await pilot.press("s")  # GPU-MEM -> PEAK
+        assert app.table.view.sort is R.Column.PEAK
+        await pilot.press("less_than_sign", "less_than_sign")  # back past GPU-MEM to TYPE
+        assert app.table.view.sort is R.Column.TYPE
+        await pilot.press("greater_than_sign", "greater_than_sign", "greater_than_sign")
+        assert app.table.view.sort is R.Column.SM
+        await pilot.press("s", "s")  # SM -> CPU -> HOST
+        assert app.table.view.sort is R.Column.HOST
+        await pilot.press("less_than_sign")
+        assert visible_pids(app)[0] == 101  # highest CPU first
+        await pilot.press("r")
+        assert visible_pids(app)[-1] == 101
+        assert app.table.header_label(R.Column.CPU) == "CPU%▲"
+        assert "CPU%▲" in app.table.render_line(0).text
+
+    run(body)
+
+
+def test_mouse_clicks_sort_select_and_open() -> None:
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        header = app.table.render_line(0).text
+        x = 1 + header.index("USER")  # +1: the table's border
+        await pilot.click(ProcessTable, offset=(x, 1))
+        assert app.table.view.sort is R.Column.USER
+        assert visible_pids(app) == [100, 102, 101, 103]
+        await pilot.click(ProcessTable, offset=(x, 1))
+        assert visible_pids(app) == [103, 101, 100, 102]  # same column again: reversed
+        await pilot.click(ProcessTable, offset=(5, 3))  # second row (border, header, row 0)
+        assert app.table.current is not None and app.table.current.pid == 101
+        await pilot.click(ProcessTable, offset=(5, 3))
+        assert isinstance(app.screen, ProcessDetailScreen) and app.screen.row.pid == 101
+
+    run(body)
+
+
+def test_filter_by_text_then_escape_clears_it() -> None:
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        await pilot.press("slash")
+        await pilot.press(*"serve")
+        assert visible_pids(app) == [101]
+        await pilot.press("enter")
+        assert "filter 'serve'" in str(app.table.border_title)
+        assert app.focused is app.table
+        await pilot.press("escape")
+        assert visible_pids(app) == [100, 101, 102, 103]
+
+    run(body)
+
+
+def test_only_mine_tree_and_gpu_focus() -> None:
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        app.user = "alice"
+        await pilot.press("u")
+        assert visible_pids(app) == [100, 102]
+        await pilot.press("u", "t")
+        assert visible_pids(app) == [100, 102, 101, 103]
+        command = app.table.cell_text(app.table.visible_keys()[1], R.Column.COMMAND)
+        assert command.startswith("└ python eval.py")
+        await pilot.press("t", "g")
+        assert visible_pids(app) == [100, 103]
+        await pilot.press("g")
+        assert visible_pids(app) == [101, 102]
+        assert "GPU 1 only" in str(app.table.border_title)
+        await pilot.press("g")
+        assert app.table.view.gpu is None
+
+    run(body)
+
+
+def test_space_tags_rows_and_moves_down() -> None:
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        await pilot.press("space", "space")
+        assert [r.pid for r in app.table.tagged_rows()] == [100, 101]
+        assert "2 tagged" in str(app.table.border_title)
+        assert app.table.cell_text(app.table.visible_keys()[0], R.Column.GPU) == "●0"
+        await pilot.press("up", "space")
+        assert [r.pid for r in app.table.tagged_rows()] == [100]
+        # a tagged process that goes away is untagged
+        app.post_message(SnapshotReady(snapshot(SAMPLE_ROWS[1:], seq=2)))
+        await pilot.pause()
+        assert app.table.tagged_rows() == []
+
+    run(body)
+
+
+def test_rows_update_in_place_repainting_only_changed_lines() -> None:
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        table = app.table
+        await pilot.press("down")  # cursor on 101
+        repainted: list[int] = []
+        original = table.refresh_line
+        table.refresh_line = lambda y: repainted.append(y) or original(y)  # type: ignore[method-assign]
+        changed = replace(SAMPLE_ROWS[2], info=replace(SAMPLE_ROWS[2].info, cpu_percent=55.0))
+        app.post_message(
+            SnapshotReady(snapshot((*SAMPLE_ROWS[:2], changed, SAMPLE_ROWS[3]), seq=2))
+        )
+        await pilot.pause()
+        assert repainted == [3]  # header is line 0: only the third row's line
+        assert table.cell_text(table.visible_keys()[2], R.Column.CPU) == "55"
+        bigger = replace(SAMPLE_ROWS[1], used_memory_bytes=40 * 1024**3)
+        newcomer = proc_row(200, mem_gib=5)
+        app.post_message(SnapshotReady(snapshot((SAMPLE_ROWS[0], bigger, newcomer), seq=3)))
+        await pilot.pause()
+        assert visible_pids(app) == [101, 100, 200]
+        assert table.cell_text(table.visible_keys()[0], R.Column.MEM) == "40.0G"
+        assert table.current is not None and table.current.pid == 101  # the cursor follows its row
+
+    run(body)
+
+
+def test_help_screen_lists_the_keys() -> None:
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        keys = dict(app.screen.rows)
+        assert keys["k"].startswith("signal the tagged processes")
+        assert keys["s >"] == "sort by the next column"
+        assert keys["? h"] == "this help"
+        assert keys["+ ="] == "sample less often"
+        assert keys["space"].startswith("tag / untag")
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+        await pilot.press("h")
+        assert isinstance(app.screen, HelpScreen)
+
+    run(body)
+
+
+def test_gpu_detail_from_d_enter_on_a_panel_and_steps() -> None:
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        await pilot.press("down", "d")  # row 101 is on GPU 1
+        screen = app.screen
+        assert isinstance(screen, GpuDetailScreen) and screen.gpu_index == 1
+        await pilot.press("s")  # main-view keys are off here
+        assert app.table.view.sort is R.Column.MEM
+        await pilot.press("right_square_bracket")
+        assert screen.gpu_index == 0
+        hot = make_gpu(0, temperature_c=77)
+        app.post_message(
+            SnapshotReady(replace(snapshot(SAMPLE_ROWS, seq=2), gpus=(hot, make_gpu(1))))
+        )
+        await pilot.pause()
+        assert re.search(r"temperature_c +77\n", str(screen.query_one("#fields").render()))
+        await pilot.press("escape")
+        app.query_one("#gpu-1", GpuPanel).focus()
+        await pilot.pause()
+        await pilot.press("enter")
+        assert isinstance(app.screen, GpuDetailScreen) and app.screen.gpu_index == 1
+
+    run(body, size=(200, 60))
+
+
+def test_process_detail_on_enter_with_environment_toggle() -> None:
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        await pilot.press("enter")
+        screen = app.screen
+        assert isinstance(screen, ProcessDetailScreen)
+        assert screen.row.pid == 100
+        info = str(screen.query_one("#proc-info").render())
+        assert "alice" in info and "30.0G" in info
+        assert "python train.py --rank 0" in str(screen.query_one("#proc-cmdline").render())
+        await pilot.press("e")
+        # PID 100 is not this test's process: the reason is shown instead of a crash
+        assert "Environment of PID 100" in str(screen.query_one("#proc-info").render())
+        app.post_message(SnapshotReady(snapshot(SAMPLE_ROWS[1:], seq=2)))
+        await pilot.pause()
+        assert "no longer listed" in str(screen.query_one("#proc-title").render())
+        await pilot.press("escape")
+        assert app.screen is app.screen_stack[0]
+
+    run(body)
+
+
+def test_pause_freezes_the_display_and_resumes() -> None:
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        await pilot.press("p")
+        assert "PAUSED" in header_text(app)
+        app.post_message(SnapshotReady(snapshot(SAMPLE_ROWS[:1], seq=2)))
+        await pilot.pause()
+        assert len(visible_pids(app)) == 4
+        await pilot.press("p")
+        app.post_message(SnapshotReady(snapshot(SAMPLE_ROWS[:1], seq=3)))
+        await pilot.pause()
+        assert visible_pids(app) == [100]
+        assert "PAUSED" not in header_text(app)
+
+    run(body)
+
+
+class RecordingSampler:
+    """Stands in for gputop.sampler.Sampler: emits one snapshot from its own thread."""
+
+    def __init__(
+        self, source: Source, on_snapshot: Callable[[Snapshot], None], interval_s: float
+    ) -> None:
+        self.source, self.on_snapshot, self.interval_s = source, on_snapshot, interval_s
+        self.paused = False
+        self.started = threading.Event()
+        self.stopped = False
+
+    def start(self) -> None:
+        self.started.set()
+        threading.Thread(
+            target=lambda: self.on_snapshot(snapshot(SAMPLE_ROWS[:2], seq=9)), daemon=True
+        ).start()
+
+    def stop(self, timeout: float = 1.0) -> None:
+        self.stopped = True
+
+
+def test_sampler_bridge_interval_pause_and_stop_on_exit() -> None:
+    samplers: list[RecordingSampler] = []
+
+    def factory(
+        source: Source, cb: Callable[[Snapshot], None], interval_s: float
+    ) -> RecordingSampler:
+        samplers.append(RecordingSampler(source, cb, interval_s))
+        return samplers[-1]
+
+    app = make_app(FakeSource(), interval_s=1.0, sampler_factory=factory, clock=lambda: 1009.5)
+
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        sampler = samplers[0]
+        for _ in range(50):  # the thread's message arrives within a few loop turns
+            if app.snapshot is not None and app.snapshot.seq == 9:
+                break
+            await pilot.pause(0.01)
+        assert app.snapshot is not None and app.snapshot.seq == 9
+        await pilot.press("plus")
+        assert sampler.interval_s == 2.0
+        await pilot.press("minus", "minus")
+        assert sampler.interval_s == 0.5 and "every 0.5s" in header_text(app)
+        await pilot.press("p")
+        assert sampler.paused
+        await pilot.press("q")
+        await pilot.pause()
+
+    async def main() -> None:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await body(app, pilot)
+
+    import asyncio
+
+    asyncio.run(main())
+    assert samplers[0].stopped
+    assert app.return_code == 0
+
+
+def test_snapshot_ready_replaces_a_queued_one() -> None:
+    old, new = SnapshotReady(snapshot(seq=1)), SnapshotReady(snapshot(seq=2))
+    assert new.can_replace(old)
+
+
+def test_stale_marker_after_samples_stop_and_for_resent_snapshots() -> None:
+    now = [1001.5]
+    app = make_app(None, start_sampler=False, clock=lambda: now[0])
+
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        app.check_stale()
+        assert "STALE" not in header_text(app)
+        now[0] = 1013.0
+        app.check_stale()
+        assert "STALE 12 s" in header_text(app)
+        assert app.query_one(HeaderBar).has_class("-stale")
+        # the sampler re-sends the last reading with stale_s when the driver hangs
+        now[0] = 1002.0
+        app.post_message(SnapshotReady(replace(snapshot(SAMPLE_ROWS), stale_s=30.0)))
+        await pilot.pause()
+        assert "STALE 30 s" in header_text(app)
+        app.post_message(SnapshotReady(snapshot(SAMPLE_ROWS, seq=1)))
+        await pilot.pause()
+        assert "STALE" not in header_text(app)
+
+    run(body, app=app)
+
+
+def test_lost_gpu_panel_says_so() -> None:
+    first = replace(snapshot(SAMPLE_ROWS), gpus=(make_gpu(0), lost_gpu(1)))
+
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        panel = app.query_one("#gpu-1", GpuPanel)
+        assert panel.has_class("-lost")
+        assert "GPU 1 LOST: GPU is lost" in panel.render().plain
+
+    run(body, first=first)
+
+
+def test_eight_gpus_fit_80x24_one_line_each() -> None:
+    first = replace(snapshot(SAMPLE_ROWS), gpus=tuple(make_gpu(i) for i in range(8)))
+
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        panels = list(app.query(GpuPanel))
+        assert len(panels) == 8
+        assert all(p.has_class("-mini") for p in panels)
+        assert all(p.region.height == 1 and p.region.width == 80 for p in panels)
+        assert app.table.region.height >= 8
+
+    run(body, first=first)
+
+
+def test_tiny_terminal_shows_a_message_instead_of_a_mess() -> None:
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        assert app.screen.has_class("-tiny")
+        assert "terminal too small: 50x12" in str(app.query_one("#too-small").render())
+        assert not app.table.display or app.table.region.height == 0
+
+    run(body, size=(50, 12))
+
+
+def test_quit_key_exits() -> None:
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        await pilot.press("q")
+
+    app = run(body)
+    assert app.return_code == 0
+
+
+def test_resizing_the_terminal_refits_panels_columns_and_the_too_small_message() -> None:
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        panel = app.query_one("#gpu-0", GpuPanel)
+        assert panel.has_class("-full") and app.table.wide
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        assert panel.has_class("-compact")  # 2 bordered panels (14 lines) leave too few rows
+        assert not app.table.wide and "PEAK" not in app.table.render_line(0).text
+        await pilot.resize_terminal(50, 12)
+        await pilot.pause()
+        assert app.screen.has_class("-tiny")
+        await pilot.resize_terminal(100, 30)
+        await pilot.pause()
+        assert not app.screen.has_class("-tiny")
+
+    run(body, size=(200, 60))

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from gputop import __version__
+from gputop.argtypes import positive_float
 from gputop.errors import GputopError
 from gputop.source import add_source_arguments
 
@@ -23,17 +24,6 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "dmon": ("gputop.views.dmon", "nvidia-smi dmon compatible device monitor"),
     "export": ("gputop.views.exporter", "Prometheus exporter (dcgm-exporter compatible names)"),
 }
-
-
-def positive_float(text: str) -> float:
-    """argparse type: a number of seconds > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0: {text!r}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -9,6 +9,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+# NVML's clocks event (throttle) reason bits, by the names GpuSample.throttle_reasons uses.
+THROTTLE_REASON_BITS: dict[str, int] = {
+    "gpu_idle": 0x1,
+    "applications_clocks_setting": 0x2,
+    "sw_power_cap": 0x4,
+    "hw_slowdown": 0x8,
+    "sync_boost": 0x10,
+    "sw_thermal_slowdown": 0x20,
+    "hw_thermal_slowdown": 0x40,
+    "hw_power_brake_slowdown": 0x80,
+    "display_clock_setting": 0x100,
+}
+
 
 class GpuState(StrEnum):
     """Health of one GPU as the driver layer saw it in this snapshot."""

@@ -21,7 +21,15 @@ import pynvml
 
 from gputop.cuda_index import DeviceKey, cuda_index_map
 from gputop.errors import DriverError
-from gputop.model import GpuProcess, GpuSample, GpuState, ProcessType, Snapshot, SystemInfo
+from gputop.model import (
+    THROTTLE_REASON_BITS,
+    GpuProcess,
+    GpuSample,
+    GpuState,
+    ProcessType,
+    Snapshot,
+    SystemInfo,
+)
 
 T = TypeVar("T")
 
@@ -54,17 +62,6 @@ _INIT_MESSAGES = {
     ),
 }
 
-THROTTLE_REASONS = {
-    0x1: "gpu_idle",
-    0x2: "applications_clocks_setting",
-    0x4: "sw_power_cap",
-    0x8: "hw_slowdown",
-    0x10: "sync_boost",
-    0x20: "sw_thermal_slowdown",
-    0x40: "hw_thermal_slowdown",
-    0x80: "hw_power_brake_slowdown",
-    0x100: "display_clock_setting",
-}
 
 COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclusive_Process"}
 
@@ -382,7 +379,7 @@ class NvmlSource:
         )
         if mask is None:
             return None
-        return tuple(name for bit, name in THROTTLE_REASONS.items() if mask & bit)
+        return tuple(name for name, bit in THROTTLE_REASON_BITS.items() if mask & bit)
 
     # -- processes ------------------------------------------------------------------------
     def _read_processes(self, index: int, h: Any) -> tuple[GpuProcess, ...]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gputop.errors import UsageError
+from gputop.model import THROTTLE_REASON_BITS
 from gputop.sim.actors import ActorSpec
 
 MiB = 1024 * 1024
@@ -146,17 +147,6 @@ DEFAULT_READINGS: dict[str, Any] = {
     "ecc_uncorrected": 0,
 }
 
-THROTTLE_BITS = {
-    "gpu_idle": 0x1,
-    "applications_clocks_setting": 0x2,
-    "sw_power_cap": 0x4,
-    "hw_slowdown": 0x8,
-    "sync_boost": 0x10,
-    "sw_thermal_slowdown": 0x20,
-    "hw_thermal_slowdown": 0x40,
-    "hw_power_brake_slowdown": 0x80,
-    "display_clock_setting": 0x100,
-}
 
 COMPUTE_MODES = {"default": 0, "exclusive_thread": 1, "prohibited": 2, "exclusive_process": 3}
 
@@ -236,9 +226,9 @@ def _gpu_from_dict(spec: dict[str, Any], index: int, seed: int) -> SimGpu:
         readings[key] = None if raw == "unsupported" else _reading(raw, f"{where}: {key}")
     reasons = 0
     for reason in spec.get("throttle_reasons", []):
-        if reason not in THROTTLE_BITS:
+        if reason not in THROTTLE_REASON_BITS:
             raise UsageError(f"scenario: {where}: unknown throttle reason {reason!r}")
-        reasons |= THROTTLE_BITS[reason]
+        reasons |= THROTTLE_REASON_BITS[reason]
     mode = str(spec.get("compute_mode", "default")).lower()
     if mode not in COMPUTE_MODES:
         raise UsageError(f"scenario: {where}: unknown compute_mode {mode!r}")

@@ -16,10 +16,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import IO
 
+from gputop.argtypes import positive_float
 from gputop.errors import UsageError
 from gputop.model import GpuSample, GpuState
 from gputop.source import source_from_args
-from gputop.views.query import positive_int, positive_number, select_gpus
+from gputop.views.query import positive_int, select_gpus
 from gputop.views.schedule import run_on_schedule
 
 MiB = 1024**2
@@ -101,7 +102,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "v violations, m memory, e ECC errors, t PCIe throughput",
     )
     parser.add_argument(
-        "-d", "--delay", type=positive_number, default=1.0, metavar="SEC", help="interval"
+        "-d", "--delay", type=positive_float, default=1.0, metavar="SEC", help="interval"
     )
     parser.add_argument(
         "-c", "--count", type=positive_int, default=None, metavar="N", help="stop after N samples"

@@ -90,7 +90,7 @@ def require_prometheus_client() -> ModuleType:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of `gputop export` (the shared --demo/--scenario are added by the CLI)."""
-    from gputop.cli import positive_float
+    from gputop.argtypes import positive_float
 
     parser.add_argument(
         "--listen",

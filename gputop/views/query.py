@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import IO
 
+from gputop.argtypes import positive_float
 from gputop.errors import UsageError
 from gputop.model import GpuSample, ProcessType, Snapshot
 from gputop.source import Source, source_from_args
@@ -33,17 +34,6 @@ from gputop.views.query_fields import (
 from gputop.views.schedule import run_on_schedule
 
 DEFAULT_LOOP_S = 5.0  # nvidia-smi's -l without a value
-
-
-def positive_number(text: str) -> float:
-    """argparse type: a number > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0: {text!r}")
-    return value
 
 
 def positive_int(text: str) -> int:
@@ -74,12 +64,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--loop",
         nargs="?",
         const=DEFAULT_LOOP_S,
-        type=positive_number,
+        type=positive_float,
         metavar="SEC",
         help=f"repeat every SEC seconds (default {DEFAULT_LOOP_S:g}) until Ctrl-C",
     )
     parser.add_argument(
-        "-lms", "--loop-ms", type=positive_number, metavar="MS", help="repeat every MS ms"
+        "-lms", "--loop-ms", type=positive_float, metavar="MS", help="repeat every MS ms"
     )
     parser.add_argument("-f", "--filename", metavar="FILE", help="write to FILE, not stdout")
     parser.add_argument(

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from gputop.model import GpuProcess, GpuSample, GpuState, Snapshot
+from gputop.model import THROTTLE_REASON_BITS, GpuProcess, GpuSample, GpuState, Snapshot
 
 MiB = 1024**2
 NA = "[N/A]"
@@ -25,19 +25,6 @@ UNKNOWN_ERROR = "[Unknown Error]"
 
 Value = int | float | str | None
 Reader = Callable[[Snapshot, GpuSample], Value]
-
-# Bits of NVML's clocks event (throttle) reasons, as gputop.nvml names them.
-REASON_BITS = {
-    "gpu_idle": 0x1,
-    "applications_clocks_setting": 0x2,
-    "sw_power_cap": 0x4,
-    "hw_slowdown": 0x8,
-    "sync_boost": 0x10,
-    "sw_thermal_slowdown": 0x20,
-    "hw_thermal_slowdown": 0x40,
-    "hw_power_brake_slowdown": 0x80,
-    "display_clock_setting": 0x100,
-}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,7 +72,7 @@ def reasons_mask(reasons: tuple[str, ...] | None) -> int | None:
         return None
     mask = 0
     for name in reasons:
-        mask |= REASON_BITS.get(name, 0)
+        mask |= THROTTLE_REASON_BITS.get(name, 0)
     return mask
 
 
@@ -226,7 +213,7 @@ def _reason_fields() -> tuple[Field, ...]:
             read=_reason_reader(name),
             missing=_U,
         )
-        for name in REASON_BITS
+        for name in THROTTLE_REASON_BITS
         if name != "display_clock_setting"  # in the mask, but nvidia-smi has no field for it
     )
     return tuple(out)

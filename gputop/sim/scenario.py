@@ -330,5 +330,6 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
     try:
         data = json.loads(text) if suffix == ".json" else tomllib.loads(text)
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise UsageError(f"scenario {name_or_path}: not valid {suffix[1:]}: {exc}") from None
+        kind = "JSON" if suffix == ".json" else "TOML"
+        raise UsageError(f"scenario {name_or_path}: not valid {kind}: {exc}") from None
     return Scenario.from_dict(data)

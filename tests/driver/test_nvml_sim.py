@@ -284,7 +284,7 @@ def test_scenario_files_json_and_missing(tmp_path: Any) -> None:
         load_scenario(tmp_path / "nope.toml")
     bad = tmp_path / "bad.toml"
     bad.write_text("gpu = [")
-    with pytest.raises(UsageError, match="not valid toml"):
+    with pytest.raises(UsageError, match="not valid TOML"):
         load_scenario(bad)
 
 

@@ -49,8 +49,8 @@ def install(
         cast = start_cast(scenario.actors, _device_names(scenario))
         scenario = _with_actor_pids(scenario, cast.pids)
     lib = SimLibrary(scenario, clock)
-    lib.cast = cast
-    lib.dev_dir = cast.dev_dir if cast else "/dev"
+    if cast is not None:
+        lib.set_cast(cast)
     with pynvml.libLoadLock:
         pynvml.nvmlLib = lib
         pynvml._nvmlGetFunctionPointer_cache.clear()  # resolved 'symbols' belong to the old library

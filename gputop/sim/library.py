@@ -83,11 +83,10 @@ class SimLibrary:
         # One small buffer per GPU: its address is the opaque device handle.
         self._handle_bufs = [ctypes.create_string_buffer(8) for _ in scenario.gpus]
         self._by_address = {ctypes.addressof(b): i for i, b in enumerate(self._handle_bufs)}
-        self.blocked: dict[str, threading.Event] = {}
+        self.blocked: dict[str, threading.Event] = {}  # tests: a call that waits until set()
         self.dev_dir = "/dev"  # where this box's device files are (actors: a private folder)
-        self.cast: Cast | None = (
-            None  # the real actor processes, when started  # tests: a call that waits until set()
-        )
+        self.cast: Cast | None = None  # the real actor processes, when started
+        self._zombie_actors: set[int] = set()
 
     # -- plumbing -------------------------------------------------------------------------
     def __getattr__(self, name: str) -> _Fn:
@@ -164,8 +163,33 @@ class SimLibrary:
         return [
             p
             for p in gpu.processes
-            if p.type == kind and p.start_s <= t and (p.end_s is None or t < p.end_s)
+            if p.type == kind
+            and p.start_s <= t
+            and (p.end_s is None or t < p.end_s)
+            and self._actor_alive(p.pid)
         ]
+
+    def set_cast(self, cast: Cast) -> None:
+        """Serve the scenario's real actor processes (their PIDs are already in the scenario)."""
+        self.cast = cast
+        self.dev_dir = cast.dev_dir
+        roles = {a.name: a.role for a in self.scenario.actors}
+        self._zombie_actors = {
+            pid for name, pid in cast.pids.items() if roles.get(name) == "zombie-parent"
+        }
+
+    def _actor_alive(self, pid: int | None) -> bool:
+        """A real actor's context ends when its process is gone, as the driver's would."""
+        if pid is None or self.cast is None or pid not in self.cast.pids.values():
+            return True
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat:
+                state = stat.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return False
+        # An exited process waiting to be reaped has already closed the device: its context is
+        # gone. Only the demo's zombie actor stands for a zombie that still has one.
+        return state != b"Z" or pid in self._zombie_actors
 
     # -- system ---------------------------------------------------------------------------
     def _nvmlInitWithFlags(self, flags: int) -> int:
@@ -257,7 +281,8 @@ class SimLibrary:
         """(total, reserved, used-by-contexts) in bytes."""
         total = gpu.memory_total_mib * MiB
         reserved = self._int(gpu, "memory_reserved_mib") * MiB
-        used = self._int(gpu, "extra_used_mib") * MiB
+        owner = self.cast.pids.get(gpu.extra_used_by or "") if self.cast else None
+        used = self._int(gpu, "extra_used_mib") * MiB if self._actor_alive(owner) else 0
         for kind in ("compute", "graphics"):
             used += sum(
                 round(self._wave(p.used_memory_mib, gpu)) * MiB for p in self.processes(gpu, kind)

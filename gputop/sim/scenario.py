@@ -110,6 +110,7 @@ class SimGpu:
     mig: bool | None = False
     compute_capability: tuple[int, int] | None = (8, 0)
     serial: str | None = None  # None: the board has none (NOT_SUPPORTED)
+    extra_used_by: str | None = None  # the actor whose death frees extra_used_mib
     lost_after_s: float | None = None
     slow_calls: dict[str, float] = field(default_factory=dict)  # NVML function -> delay seconds
     unsupported: frozenset[str] = frozenset()  # NVML function names answering NOT_SUPPORTED
@@ -163,6 +164,7 @@ GPU_KEYS = {
     "mig",
     "compute_capability",
     "serial",
+    "extra_used_by",
     "lost_after_s",
     "slow_calls",
     "unsupported",
@@ -254,6 +256,7 @@ def _gpu_from_dict(spec: dict[str, Any], index: int, seed: int) -> SimGpu:
         serial=None
         if spec.get("serial") == "unsupported"
         else str(spec.get("serial") or f"1652{crc:09d}"[:13]),
+        extra_used_by=spec.get("extra_used_by"),
         lost_after_s=spec.get("lost_after_s"),
         slow_calls={str(k): float(v) for k, v in spec.get("slow_calls", {}).items()},
         unsupported=frozenset(spec.get("unsupported", [])),

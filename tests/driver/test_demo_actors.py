@@ -77,3 +77,32 @@ def test_demo_end_to_end_classification(demo: tuple[sim.SimLibrary, Cast]) -> No
     assert rows[cast.pids["dataloader"]].gpu_indices == (3,)
     assert rows[cast.pids["rank0"]].info.user is not None
     assert dict(snap.unattributed_memory_bytes).get(3, 0) >= 23552 * 1024 * 1024
+
+
+def test_a_dead_actor_frees_its_context_and_memory(demo: tuple[sim.SimLibrary, Cast]) -> None:
+    """Killing the demo's stuck processes frees what the driver shows, as on a real box."""
+    import signal
+    import time
+
+    from gputop.nvml import NvmlSource
+
+    _, cast = demo
+    source = NvmlSource(simulated=True, environ={})
+    try:
+        before = source.snapshot()
+        for name in ("dataloader", "rank0"):
+            os.kill(cast.pids[name], signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and psutil.pid_exists(cast.pids["rank0"]):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                if psutil.Process(cast.pids["rank0"]).status() == psutil.STATUS_ZOMBIE:
+                    os.waitpid(cast.pids["rank0"], os.WNOHANG)  # ours to reap
+            time.sleep(0.05)
+        after = source.snapshot()
+    finally:
+        source.close()
+    assert [p.pid for p in before.gpus[0].processes] == [cast.pids["rank0"]]
+    assert after.gpus[0].processes == ()
+    used_before = before.gpus[3].memory_used_bytes or 0
+    used_after = after.gpus[3].memory_used_bytes or 0
+    assert used_before - used_after == 23552 * 1024 * 1024

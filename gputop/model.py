@@ -103,6 +103,7 @@ class GpuSample:
     temperature_c: int | None = None
     temperature_slowdown_c: int | None = None
     temperature_shutdown_c: int | None = None
+    temperature_memory_c: int | None = None  # HBM boards only
     fan_speeds_percent: tuple[int, ...] | None = None
     power_draw_mw: int | None = None
     power_limit_mw: int | None = None

@@ -315,6 +315,7 @@ class NvmlSource:
             lambda: pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
             lambda: pynvml.nvmlDeviceGetTemperatureV(h, pynvml.NVML_TEMPERATURE_GPU),
         )
+        values["temperature_memory_c"] = _memory_temperature(h)
         values["fan_speeds_percent"] = self._read_fans(h, st)
         values["power_draw_mw"] = _read(pynvml.nvmlDeviceGetPowerUsage, h)
         values["power_limit_mw"] = _read(pynvml.nvmlDeviceGetEnforcedPowerLimit, h)
@@ -494,6 +495,15 @@ class _PcieReader:
     def stop(self) -> None:
         """End the background thread, if any (it is a daemon: this never waits long)."""
         self._stop.set()
+
+
+def _memory_temperature(h: Any) -> int | None:
+    """HBM temperature, which NVML only offers as a field value."""
+    values = _first(lambda: pynvml.nvmlDeviceGetFieldValues(h, [pynvml.NVML_FI_DEV_MEMORY_TEMP]))
+    if not values or values[0].nvmlReturn != pynvml.NVML_SUCCESS:
+        return None
+    value = int(values[0].value.uiVal)
+    return value if 0 < value < 200 else None  # 0 or garbage: no sensor
 
 
 def _used(value: int | None) -> int | None:

@@ -331,6 +331,17 @@ class SimLibrary:
         _put(out, self._int(gpu, "temperature_c"))
         return SUCCESS
 
+    def _nvmlDeviceGetFieldValues(self, gpu: SimGpu, count: Any, values: Any) -> int:
+        for i in range(_target(count).value):
+            slot = _target(values)[i]
+            wave = gpu.readings.get("memory_temperature_c")
+            if slot.fieldId == 82 and wave is not None:  # NVML_FI_DEV_MEMORY_TEMP
+                slot.valueType, slot.nvmlReturn = 1, SUCCESS
+                slot.value.uiVal = round(self._wave(wave, gpu))
+            else:
+                slot.nvmlReturn = ERROR_NOT_SUPPORTED
+        return SUCCESS
+
     def _nvmlDeviceGetTemperatureThreshold(self, gpu: SimGpu, which: Any, out: Any) -> int:
         key = {0: "shutdown_c", 1: "slowdown_c"}.get(_target(which).value)
         if key is None:

@@ -127,6 +127,7 @@ DEFAULT_READINGS: dict[str, Any] = {
     "encoder": 0,
     "decoder": 0,
     "temperature_c": 35,
+    "memory_temperature_c": "unsupported",
     "slowdown_c": 90,
     "shutdown_c": 95,
     "fan_percent": 30,

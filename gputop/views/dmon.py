@@ -57,7 +57,7 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
     "p": (
         Column("pwr", "W", 5, lambda g: _round(g.power_draw_mw, 1000)),
         Column("gtemp", "C", 6, lambda g: g.temperature_c),
-        Column("mtemp", "C", 6, lambda g: None),  # memory temperature is not read
+        Column("mtemp", "C", 6, lambda g: g.temperature_memory_c),
     ),
     "u": (
         Column("sm", "%", 5, lambda g: g.utilization_gpu_percent),

@@ -57,7 +57,9 @@ def test_groups_keep_nvidia_smis_order_whatever_the_order_given(box: Box, run_cl
 def test_values_come_from_the_scenario(box: Box, run_cli: Cli) -> None:
     _, data = rows(run_cli(box("demo"), "dmon", "-c", "1", "-s", "pucvmet"))
     gpu0, gpu3 = data[0], data[3]
-    assert gpu3["pwr"] == "63" and gpu3["gtemp"] == "38" and gpu3["mtemp"] == "-"
+    assert (
+        gpu3["pwr"] == "63" and gpu3["gtemp"] == "38" and gpu3["mtemp"] == "52"
+    )  # base of the HBM wave at t=0
     assert gpu3["sm"] == "0" and gpu3["mclk"] == "1593" and gpu3["pclk"] == "210"
     assert gpu3["fb"] == str(6144 + 23552) and gpu3["bar1"] == "8"
     assert gpu3["dbecc"] == "2" and gpu3["sbecc"] == "-" and gpu3["pci"] == "-"

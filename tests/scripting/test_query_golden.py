@@ -77,8 +77,9 @@ def test_demo_values_come_from_the_scenario(box: Box, run_cli: Cli) -> None:
     assert gpu0["fan.speed [%]"] == "[N/A]"  # a fanless SXM board
     assert gpu0["pstate"] == "P0" and gpu0["compute_cap"] == "8.0"
     assert gpu0["persistence_mode"] == "Enabled" and gpu0["mig.mode.current"] == "Disabled"
-    assert gpu0["temperature.memory"] == "N/A"
+    assert gpu0["temperature.memory"] == "52"  # HBM sensor, wave base at t=0
     assert gpu2["name"] == "NVIDIA L40S" and gpu2["pci.bus_id"] == "00000000:87:00.0"
+    assert gpu2["temperature.memory"] == "N/A"  # GDDR6 board: no memory sensor
     assert gpu2["fan.speed [%]"] == "41 %"  # base 41, sin(0) = 0
     assert gpu2["memory.total [MiB]"] == "46068 MiB"
     # GPU 3: an idle board whose used memory is the zombie's 6144 MiB + 23552 MiB unlisted.

@@ -108,6 +108,8 @@ class GputopApp(App[int]):
         self.snapshot: Snapshot | None = None
         self.paused = False
         self.user = current_user()
+        self._table_title: str | None = None  # last texts shown, to skip no-op repaints
+        self._unattributed_body = ""
         self._started_at = clock()
         # Kept as attributes: per-tick code must not search the DOM (nor fail during shutdown).
         self.header = HeaderBar(id="header")
@@ -188,8 +190,13 @@ class GputopApp(App[int]):
         if snap.holder_scan_note:
             lines.append(f"holder scan: {snap.holder_scan_note}")
         widget = self.unattributed
-        widget.update(Text("\n".join(lines)))
-        widget.display = bool(lines)
+        body = "\n".join(lines)
+        # Static.update() relayouts the screen; skip it when nothing changed.
+        if body != self._unattributed_body:
+            self._unattributed_body = body
+            widget.update(Text(body))
+        if widget.display != bool(lines):
+            widget.display = bool(lines)
 
     def stale_threshold_s(self) -> float:
         """Seconds without a fresh sample before the header says STALE."""
@@ -224,7 +231,11 @@ class GputopApp(App[int]):
             parts.append("tree")
         if table.tags:
             parts.append(f"{len(table.tags)} tagged")
-        table.border_title = Text(" · ".join(parts))  # Text: a filter like "[x" is not markup
+        title = " · ".join(parts)
+        # Setting border_title repaints the whole table; only do it when the text changed.
+        if title != self._table_title:
+            self._table_title = title
+            table.border_title = Text(title)  # Text: a filter like "[x" is not markup
 
     def on_process_table_tags_changed(self) -> None:
         self._update_table_title()

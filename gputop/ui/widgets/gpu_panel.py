@@ -83,6 +83,7 @@ class GpuPanel(Widget, can_focus=True):
         super().__init__(id=id)
         self.index = index
         self._styles: dict[str, Style] = {}
+        self._title: str | None = None
 
     def watch_density(self, density: Density) -> None:
         for d in Density:
@@ -93,7 +94,10 @@ class GpuPanel(Widget, can_focus=True):
         self.set_class(lost, "-lost")
         hot = sample is not None and temp_level(sample) is Level.CRIT
         self.set_class(hot, "-hot")
-        self.border_title = Text(title(sample) if sample is not None else f"GPU {self.index}")
+        new_title = title(sample) if sample is not None else f"GPU {self.index}"
+        if new_title != self._title:  # border_title parses and refreshes; skip when unchanged
+            self._title = new_title
+            self.border_title = Text(new_title)
 
     def action_select(self) -> None:
         self.post_message(self.Selected(self.index))

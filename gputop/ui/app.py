@@ -166,8 +166,7 @@ class GputopApp(App[int]):
         with self.batch_update():
             self.header.snapshot = snap
             grid = self.grid
-            grid.update_snapshot(snap, self.history)
-            grid.relayout(*self.size)
+            grid.update_snapshot(snap, self.history)  # relayouts itself when GPUs come or go
             self.table.update_snapshot(snap)
             self._update_unattributed(snap)
             self._update_table_title()

@@ -47,31 +47,34 @@ class GpuGrid(ScrollableContainer, can_focus=False):
         super().__init__(id=id)
         self._term_size = (80, 24)
         self.layout_plan: GridLayout | None = None
+        self._panels: dict[int, GpuPanel] = {}  # by GPU index; kept so ticks never query the DOM
 
     @property
     def panels(self) -> list[GpuPanel]:
         """The panels, in GPU order."""
-        return list(self.query(GpuPanel))
+        return [self._panels[i] for i in sorted(self._panels)]
 
     def update_snapshot(self, snapshot: Snapshot, history: History) -> None:
         """Give each panel its sample and trend; add or remove panels when GPUs change."""
-        panels = {p.index: p for p in self.panels}
+        panels = self._panels
         wanted = [g.index for g in snapshot.gpus]
         if sorted(panels) != sorted(wanted):
-            for index, panel in panels.items():
-                if index not in wanted:
-                    panel.remove()
+            for index in [i for i in panels if i not in wanted]:
+                panels.pop(index).remove()
             new = [GpuPanel(i, id=f"gpu-{i}") for i in wanted if i not in panels]
             if new:
                 self.mount_all(new)
-            panels = {p.index: p for p in self.panels} | {p.index: p for p in new}
+                panels.update((p.index, p) for p in new)
             self.relayout(*self._term_size)
         for gpu in snapshot.gpus:
-            panel = panels[gpu.index]
-            panel.sample = gpu
-            panel.trend = Trend(
-                util=tuple(history.series(gpu.index, "utilization_gpu_percent")[-TREND_POINTS:]),
-                memory=tuple(history.series(gpu.index, "memory_used_bytes")[-TREND_POINTS:]),
+            panels[gpu.index].show(
+                gpu,
+                Trend(
+                    util=tuple(
+                        history.series(gpu.index, "utilization_gpu_percent")[-TREND_POINTS:]
+                    ),
+                    memory=tuple(history.series(gpu.index, "memory_used_bytes")[-TREND_POINTS:]),
+                ),
             )
 
     def relayout(self, width: int, height: int) -> None:

@@ -1,4 +1,9 @@
-"""One GPU: bars, readings, sparklines. Three densities so 1 to 8+ GPUs fit any terminal."""
+"""One GPU: bars, readings, sparklines. Three densities so 1 to 8+ GPUs fit any terminal.
+
+A line-API widget: each tick the panel builds its lines as light `Line`s, compares them with what is
+on screen and repaints only the lines whose text or styles changed (a whole-widget refresh of 8
+bordered panels per second was most of the dashboard's CPU time).
+"""
 
 from __future__ import annotations
 
@@ -8,14 +13,18 @@ from enum import StrEnum
 from rich.style import Style
 from rich.text import Text
 from textual import events
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.reactive import reactive
+from textual.strip import Strip
 from textual.widget import Widget
 
 from gputop import format as fmt
 from gputop.format import Level
 from gputop.model import GpuSample, GpuState
 from gputop.ui import text
+from gputop.ui.framed_lines import FramedLines
+from gputop.ui.line import Line
 
 
 class Density(StrEnum):
@@ -55,8 +64,8 @@ def title(sample: GpuSample) -> str:
     return f"{out} · {short_name(sample.name)}"
 
 
-class GpuPanel(Widget, can_focus=True):
-    """Shows one GpuSample; Enter or a click asks for its detail screen."""
+class GpuPanel(FramedLines, Widget, can_focus=True):
+    """Shows one GpuSample (given by :meth:`show`); Enter or a click asks for its detail screen."""
 
     COMPONENT_CLASSES = {
         "gpu-panel--label",
@@ -69,8 +78,6 @@ class GpuPanel(Widget, can_focus=True):
     }
     BINDINGS = [("enter", "select", "GPU detail")]
 
-    sample: reactive[GpuSample | None] = reactive(None)
-    trend: reactive[Trend] = reactive(Trend)
     density: reactive[Density] = reactive(Density.FULL)
 
     @dataclass
@@ -82,22 +89,31 @@ class GpuPanel(Widget, can_focus=True):
     def __init__(self, index: int, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.index = index
+        self.sample: GpuSample | None = None
+        self.trend = Trend()
         self._styles: dict[str, Style] = {}
         self._title: str | None = None
+        # What is on screen: per content line, the (plain, spans) key and its painted strip.
+        self._keys: list[object] = []
+        self._strips: list[Strip] = []
+        self._painted_width = -1
 
     def watch_density(self, density: Density) -> None:
         for d in Density:
             self.set_class(d is density, f"-{d.value}")
+        self._repaint(full=True)
 
-    def watch_sample(self, sample: GpuSample | None) -> None:
-        lost = sample is not None and sample.state is not GpuState.OK
+    def show(self, sample: GpuSample, trend: Trend) -> None:
+        """Take a new sample and trend; repaint the lines that changed."""
+        self.sample, self.trend = sample, trend
+        lost = sample.state is not GpuState.OK
         self.set_class(lost, "-lost")
-        hot = sample is not None and temp_level(sample) is Level.CRIT
-        self.set_class(hot, "-hot")
-        new_title = title(sample) if sample is not None else f"GPU {self.index}"
+        self.set_class(temp_level(sample) is Level.CRIT, "-hot")
+        new_title = title(sample)
         if new_title != self._title:  # border_title parses and refreshes; skip when unchanged
             self._title = new_title
             self.border_title = Text(new_title)
+        self._repaint()
 
     def action_select(self) -> None:
         self.post_message(self.Selected(self.index))
@@ -106,36 +122,85 @@ class GpuPanel(Widget, can_focus=True):
         self.post_message(self.Selected(self.index))
 
     def _style(self, name: str) -> Style:
-        """Component styles, resolved once per CSS/theme change rather than per render."""
+        """Component styles (and "base", the widget's), resolved once per CSS/theme change."""
         style = self._styles.get(name)
         if style is None:
-            style = self._styles[name] = self.get_component_rich_style(f"gpu-panel--{name}")
+            resolved = (
+                self.rich_style
+                if name == "base"
+                else self.get_component_rich_style(f"gpu-panel--{name}")
+            )
+            style = self._styles[name] = resolved
         return style
 
     def notify_style_update(self) -> None:
         self._styles.clear()
+        self._painted_width = -1  # styles changed: every strip is rebuilt at the next paint
         super().notify_style_update()
 
+    def on_resize(self) -> None:
+        self._painted_width = -1
+        self.refresh()
+
     def render(self) -> Text:
-        sample = self.sample
-        width = max(10, self.content_size.width)
-        if sample is None:
-            return Text(f"GPU {self.index}: waiting…", no_wrap=True)
-        if sample.state is not GpuState.OK:
-            return Text(
-                f"GPU {sample.index} {sample.state.value.upper()}: {sample.error or 'unreadable'}",
-                no_wrap=True,
-                overflow="ellipsis",
-            )
-        if self.density is Density.FULL:
-            lines = self._full(sample, width)
-        elif self.density is Density.COMPACT:
-            lines = [self._summary(sample, width), self._details(sample, width)]
-        else:
-            lines = [self._summary(sample, width)]
-        out = Text("\n").join(lines)
+        """The panel's content as one Text (what the painted lines show)."""
+        out = Text("\n").join(line.to_text() for line in self.content_lines())
         out.no_wrap, out.overflow = True, "ellipsis"
         return out
+
+    def content_lines(self, width: int | None = None) -> list[Line]:
+        """The content, one Line per line, for the current sample, trend and density."""
+        sample = self.sample
+        width = max(10, self.content_size.width if width is None else width)
+        if sample is None:
+            return [Line(f"GPU {self.index}: waiting…")]
+        if sample.state is not GpuState.OK:
+            state = sample.state.value.upper()
+            return [Line(f"GPU {sample.index} {state}: {sample.error or 'unreadable'}")]
+        if self.density is Density.FULL:
+            return self._full(sample, width)
+        if self.density is Density.COMPACT:
+            return [self._summary(sample, width), self._details(sample, width)]
+        return [self._summary(sample, width)]
+
+    def render_line(self, y: int) -> Strip:
+        if self._painted_width < 0:  # after a resize or style change, before the next sample
+            self._build(self.content_size, full=True)  # Textual is painting all lines now
+        if 0 <= y < len(self._strips):
+            return self._strips[y]
+        return Strip.blank(self._painted_width, self._style("base"))
+
+    def _repaint(self, *, full: bool = False) -> None:
+        """Rebuild the changed lines (all when ``full``) and refresh only those."""
+        size = self.content_size
+        if not self.is_mounted or size.width <= 0:
+            return
+        full = full or self._painted_width != size.width
+        changed = self._build(size, full=full)
+        if full:
+            self.refresh()
+        elif changed:
+            self.refresh(*(Region(0, y, size.width, 1) for y in changed))
+
+    def _build(self, size: Size, *, full: bool) -> list[int]:
+        """Make the strips of lines whose text or styles changed; returns their numbers."""
+        width = size.width
+        lines = self.content_lines(width)
+        base = self._style("base")
+        keys: list[object] = []
+        strips: list[Strip] = []
+        changed: list[int] = []
+        for y in range(max(len(lines), size.height)):
+            line = lines[y] if y < len(lines) else Line()
+            key = line.key()
+            keys.append(key)
+            if not full and y < len(self._keys) and self._keys[y] == key:
+                strips.append(self._strips[y])
+                continue
+            changed.append(y)
+            strips.append(line.to_strip(width, base))
+        self._keys, self._strips, self._painted_width = keys, strips, width
+        return changed
 
     def _level_style(self, level: Level, *, quiet_warn: bool = False) -> Style:
         """Style for a level; ``quiet_warn`` leaves WARN plain (busy memory is normal)."""
@@ -144,21 +209,27 @@ class GpuPanel(Widget, can_focus=True):
         return self._style(level.value)
 
     def _bar_line(
-        self, label: str, fraction: float | None, value: str, spark: str, bar_style: Style
-    ) -> Text:
-        width = max(10, self.content_size.width)
+        self,
+        width: int,
+        label: str,
+        fraction: float | None,
+        value: str,
+        spark: str,
+        bar_style: Style,
+    ) -> Line:
         bar_width = max(6, (width - 5 - VALUE_WIDTH - 2) // 2)
         spark_width = max(0, width - 5 - bar_width - VALUE_WIDTH - 2)
-        line = Text(no_wrap=True, overflow="ellipsis")
+        line = Line()
         line.append(f"{label:<5}", self._style("label"))
         line.append(text.bar(fraction, bar_width), self._style("bar") + bar_style)
         line.append(f" {value:>{VALUE_WIDTH}} ")
         line.append(spark[-spark_width:] if spark_width else "", self._style("spark"))
         return line
 
-    def _full(self, s: GpuSample, width: int) -> list[Text]:
+    def _full(self, s: GpuSample, width: int) -> list[Line]:
         spark_w = max(0, width - 5 - max(6, (width - 5 - VALUE_WIDTH - 2) // 2) - VALUE_WIDTH - 2)
         util = self._bar_line(
+            width,
             "UTIL",
             None if s.utilization_gpu_percent is None else s.utilization_gpu_percent / 100,
             text.percent(s.utilization_gpu_percent),
@@ -167,6 +238,7 @@ class GpuPanel(Widget, can_focus=True):
         )
         mem_frac = _fraction(s.memory_used_bytes, s.memory_total_bytes)
         mem = self._bar_line(
+            width,
             "MEM",
             mem_frac,
             text.used_total(s.memory_used_bytes, s.memory_total_bytes),
@@ -177,8 +249,8 @@ class GpuPanel(Widget, can_focus=True):
         )
         return [util, mem, self._thermal(s), self._clocks(s), self._bus(s)]
 
-    def _thermal(self, s: GpuSample) -> Text:
-        line = Text(no_wrap=True, overflow="ellipsis")
+    def _thermal(self, s: GpuSample) -> Line:
+        line = Line()
         line.append("TEMP ", self._style("label"))
         line.append(text.number(s.temperature_c, "°C"), self._level_style(temp_level(s)))
         if s.temperature_slowdown_c is not None:
@@ -193,8 +265,8 @@ class GpuPanel(Widget, can_focus=True):
         line.append(text.percent(s.fan_speed_percent))
         return line
 
-    def _clocks(self, s: GpuSample) -> Text:
-        line = Text(no_wrap=True, overflow="ellipsis")
+    def _clocks(self, s: GpuSample) -> Line:
+        line = Line()
         line.append("SM ", self._style("label"))
         line.append(text.number(s.clock_sm_mhz))
         line.append(" MEM ", self._style("label"))
@@ -206,8 +278,8 @@ class GpuPanel(Widget, can_focus=True):
             line.append("throttle: " + ",".join(s.throttle_reasons), self._style("warn"))
         return line
 
-    def _bus(self, s: GpuSample) -> Text:
-        line = Text(no_wrap=True, overflow="ellipsis")
+    def _bus(self, s: GpuSample) -> Line:
+        line = Line()
         line.append("PCIe ", self._style("label"))
         if s.pcie_gen is not None and s.pcie_width is not None:
             line.append(f"gen{s.pcie_gen} x{s.pcie_width} ")
@@ -217,11 +289,11 @@ class GpuPanel(Widget, can_focus=True):
             line.append(f"ECC {s.ecc_errors_uncorrected_volatile}", self._style("crit"))
         return line
 
-    def _summary(self, s: GpuSample, width: int) -> Text:
+    def _summary(self, s: GpuSample, width: int) -> Line:
         name = short_name(s.name)
         name = name if len(name) <= 14 else name[:13] + "…"
         cuda = f":c{s.cuda_index}" if s.cuda_index not in (None, s.index) else ""
-        line = Text(no_wrap=True, overflow="ellipsis")
+        line = Line()
         line.append(f"{s.index}{cuda:<4}", self._style("label"))
         line.append(f"{name:<15}")
         bar_w = max(4, min(16, (width - 68) // 2))
@@ -244,8 +316,8 @@ class GpuPanel(Widget, can_focus=True):
             line.append(f" ECC {s.ecc_errors_uncorrected_volatile}", self._style("crit"))
         return line
 
-    def _details(self, s: GpuSample, width: int) -> Text:
-        line = Text("    ", no_wrap=True, overflow="ellipsis")
+    def _details(self, s: GpuSample, width: int) -> Line:
+        line = Line("    ")
         line.append(f"pwr {text.watts_unit(s.power_draw_mw)}{text.limit_suffix(s.power_limit_mw)} ")
         line.append(f"fan {text.percent(s.fan_speed_percent)} ")
         sm, mem = text.number(s.clock_sm_mhz, "MHz"), text.number(s.clock_memory_mhz, "MHz")

@@ -21,6 +21,7 @@ from textual.strip import Strip
 
 from gputop.model import ProcessRow, Snapshot
 from gputop.ui import rows as R
+from gputop.ui.framed_lines import FramedLines
 
 GAP = 2  # spaces between columns
 
@@ -32,7 +33,7 @@ class _Shown:
     tagged: bool
 
 
-class ProcessTable(ScrollView, can_focus=True):
+class ProcessTable(FramedLines, ScrollView, can_focus=True):
     """Shows Snapshot.processes through a TableView, with a row cursor and tags."""
 
     COMPONENT_CLASSES = {
@@ -82,6 +83,7 @@ class ProcessTable(ScrollView, can_focus=True):
         self._shown: dict[str, _Shown] = {}
         self._lines: dict[str, str] = {}
         self._styles: dict[str, Style] = {}
+        self._painted: dict[int, tuple[str, Style, Strip]] = {}
 
     # -- data ---------------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -293,7 +295,12 @@ class ProcessTable(ScrollView, can_focus=True):
             key = self._order[index]
             text, style = self._lines[key], self._row_style(key, index, base)
         line = text[scroll_x : scroll_x + width].ljust(width)
-        return Strip([Segment(line, style)], width)
+        cached = self._painted.get(y)
+        if cached is not None and cached[0] == line and cached[1] == style:
+            return cached[2]  # the same object: FramedLines reuses the joined row
+        strip = Strip([Segment(line, style)], width)
+        self._painted[y] = (line, style, strip)
+        return strip
 
     def _row_style(self, key: str, index: int, base: Style) -> Style:
         shown = self._shown[key]

@@ -1,0 +1,134 @@
+"""Paint a line-API widget's content rows inside a frame cut once from Textual's own render.
+
+Textual sends every refreshed line through its full styles pipeline (border, padding, tint,
+opacity, hatch, line filters), about 50 µs a line with several new objects each. At 1 Hz the
+dashboard refreshes ~80 lines (eight panels and the process table), and that pipeline was most of
+its CPU time. A bordered, padded widget has the same left and right edges on every content row,
+so :class:`FramedLines` takes the top and bottom rows and those edges from Textual's render (CSS,
+themes and focus styles stay exact, whatever the border) and joins each content row into them.
+Content rows are rejoined only when the widget's ``render_line`` returns a different strip.
+Widgets with effects this does not replicate (tint, opacity, text opacity, hatch) fall back to
+Textual's path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rich.style import Style
+from textual.color import Color
+from textual.filter import LineFilter
+from textual.geometry import Region, Spacing
+from textual.strip import Strip
+from textual.widget import Widget
+
+# A plain mixin at run time: Textual follows only the first DOMNode base of a class for default
+# CSS, type selectors and bindings, so a Widget subclass here would hide ScrollView's.
+_Base = Widget if TYPE_CHECKING else object
+
+
+@dataclass(frozen=True, slots=True)
+class _Frame:
+    key: tuple[object, ...]
+    plain: bool  # no effect we don't replicate: the fast path may be used
+    rows: dict[int, Strip]  # the border and padding rows, by widget y
+    left: Strip
+    right: Strip
+    gutter: Spacing
+    content_width: int
+    pad: Style  # for content rows narrower than the content area
+    background: Color  # what line filters blend against
+
+
+class FramedLines(_Base):
+    """Mixin for line-API widgets, listed before the Textual base: fast ``render_lines``.
+
+    A subclass's ``render_line(y)`` should return the same Strip object while a content row is
+    unchanged, so the joined row is reused.
+    """
+
+    _frame: _Frame | None = None
+    _frame_version = 0
+    _joined: dict[int, tuple[Strip, Strip]]
+
+    def notify_style_update(self) -> None:
+        self._frame_version += 1
+        super().notify_style_update()
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        width, height = self.region.size
+        filters = self.get_line_filters()
+        frame = self._frame_for(width, height, filters)
+        if not frame.plain:
+            return super().render_lines(crop)
+        joined = self._joined
+        top, bottom = frame.gutter.top, height - frame.gutter.bottom
+        strips: list[Strip] = []
+        for y in crop.line_range:
+            if y < top or y >= bottom:
+                strips.append(frame.rows[y])
+                continue
+            content = self.render_line(y - top)
+            cached = joined.get(y)
+            if cached is not None and cached[0] is content:
+                strips.append(cached[1])
+                continue
+            fitted = content
+            if content.cell_length != frame.content_width:
+                fitted = content.adjust_cell_length(frame.content_width, frame.pad)
+            segments = list(fitted)
+            for line_filter in filters:
+                segments = line_filter.apply(segments, frame.background)
+            row = Strip([*frame.left, *segments, *frame.right], width)  # one Strip, not three
+            joined[y] = (content, row)
+            strips.append(row)
+        if crop.column_span != (0, width):
+            x1, x2 = crop.column_span
+            strips = [strip.crop(x1, x2) for strip in strips]
+        return strips
+
+    def _frame_for(self, width: int, height: int, filters: Sequence[LineFilter]) -> _Frame:
+        gutter = self.styles.gutter
+        key = (
+            width,
+            height,
+            gutter,
+            self._frame_version,
+            self.has_focus,
+            self.border_title,
+            self.border_subtitle,
+            self.app.theme,
+            tuple(filters),
+        )
+        frame = self._frame
+        if frame is not None and frame.key == key:
+            return frame
+        styles = self.styles
+        hatched = styles.has_rule("hatch") and styles.hatch != "none"
+        plain = not (styles.tint.a or styles.text_opacity != 1.0 or hatched or self.opacity != 1.0)
+
+        def textual_row(y: int) -> Strip:
+            return super(FramedLines, self).render_lines(Region(0, y, width, 1))[0]
+
+        top, bottom = gutter.top, height - gutter.bottom
+        rows = {y: textual_row(y) for y in range(height) if y < top or y >= bottom} if plain else {}
+        if plain and top < bottom:
+            sample = textual_row(top)
+            left, right = sample.crop(0, gutter.left), sample.crop(width - gutter.right, width)
+        else:
+            left = right = Strip([], 0)
+        frame = _Frame(
+            key=key,
+            plain=plain,
+            rows=rows,
+            left=left,
+            right=right,
+            gutter=gutter,
+            content_width=max(0, width - gutter.left - gutter.right),
+            pad=Style(bgcolor=self.rich_style.bgcolor),
+            background=self.background_colors[1],
+        )
+        self._frame, self._joined = frame, {}
+        return frame

@@ -1,0 +1,144 @@
+"""The dashboard's cheap painting path: Line strips, FramedLines rows and per-line repaints.
+
+FramedLines must paint exactly what Textual's own styles pipeline paints (same characters, same
+styles), in every state the widgets are shown in; GpuPanel must repaint only lines that changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from rich.style import Style
+from textual.geometry import Region
+from textual.pilot import Pilot
+from textual.strip import Strip
+from textual.widget import Widget
+
+from gputop.ui.app import GputopApp
+from gputop.ui.framed_lines import FramedLines
+from gputop.ui.line import Line
+from gputop.ui.widgets.gpu_panel import GpuPanel
+from tests.fakes import make_gpu
+from tests.ui.data import SAMPLE_ROWS, run, snapshot
+
+RED = Style(color="red")
+
+
+def cells(strip: Strip) -> list[tuple[str, Style | None]]:
+    return [(ch, seg.style) for seg in strip for ch in seg.text]
+
+
+# -- Line -------------------------------------------------------------------------------------
+def test_line_pads_to_the_width_with_the_base_style() -> None:
+    base = Style(color="white", bgcolor="black")
+    strip = Line("ab").append("cd", RED).to_strip(6, base)
+    assert strip.cell_length == 6 and strip.text == "abcd  "
+    assert cells(strip)[2] == ("c", base + RED)
+    assert cells(strip)[5] == (" ", base)
+
+
+def test_a_long_line_is_cut_with_an_ellipsis_in_the_cut_texts_style() -> None:
+    strip = Line("abc").append("defgh", RED).to_strip(5, Style())
+    assert strip.text == "abcd…" and strip.cell_length == 5
+    assert cells(strip)[-1] == ("…", RED)
+
+
+def test_a_line_of_exactly_the_width_is_not_cut() -> None:
+    assert Line("abcde").to_strip(5, Style()).text == "abcde"
+    assert Line("abcdef").to_strip(0, Style()).cell_length == 0
+
+
+def test_equal_lines_have_equal_keys_and_a_style_change_makes_them_differ() -> None:
+    assert Line("a").append("b", RED).key() == Line("a").append("b", RED).key()
+    assert Line("a").append("b", RED).key() != Line("a").append("b", Style(color="blue")).key()
+    assert Line("a").append("").key() == Line("a").key()
+
+
+# -- FramedLines paints what Textual paints ---------------------------------------------------
+def textual_rows(widget: Widget) -> list[Strip]:
+    """The widget painted by Textual's own pipeline (the path FramedLines replaces)."""
+    assert isinstance(widget, FramedLines)
+    base = next(
+        c for c in type(widget).__mro__[1:] if c is not FramedLines and "render_lines" in c.__dict__
+    )
+    width, height = widget.region.size
+    return list(base.render_lines(widget, Region(0, 0, width, height)))
+
+
+def assert_same_paint(widget: Widget) -> None:
+    width, height = widget.region.size
+    ours = widget.render_lines(Region(0, 0, width, height))
+    theirs = textual_rows(widget)
+    assert [s.text for s in ours] == [s.text for s in theirs]
+    for mine, textual in zip(ours, theirs, strict=True):
+        # Blanks may differ in foreground colour, which nobody can see; everything else may not.
+        visible = [(c, s) for c, s in cells(mine) if c != " "]
+        expected = [(c, s) for c, s in cells(textual) if c != " "]
+        assert visible == expected
+        blanks = [s.bgcolor if s else None for c, s in cells(mine) if c == " "]
+        assert blanks == [s.bgcolor if s else None for c, s in cells(textual) if c == " "]
+
+
+def test_panels_and_table_paint_like_textual_at_every_density_and_when_focused() -> None:
+    first = snapshot(SAMPLE_ROWS, gpus=(make_gpu(0), make_gpu(1, temperature_c=95)))
+
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        for size in ((200, 60), (100, 30), (80, 24)):
+            await pilot.resize_terminal(*size)
+            await pilot.pause()
+            for panel in app.query(GpuPanel):
+                assert_same_paint(panel)
+            assert_same_paint(app.table)
+        app.query_one("#gpu-1", GpuPanel).focus()
+        await pilot.pause()
+        assert_same_paint(app.query_one("#gpu-1", GpuPanel))
+        assert_same_paint(app.table)  # blurred now: its cursor row looks different
+        app.theme = "nord"
+        await pilot.pause()
+        for panel in app.query(GpuPanel):
+            assert_same_paint(panel)
+        assert_same_paint(app.table)
+
+    run(body, size=(200, 60), first=first)
+
+
+def test_a_changed_panel_title_is_painted() -> None:
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        panel = app.query_one("#gpu-0", GpuPanel)
+        top = panel.render_lines(Region(0, 0, *panel.region.size))[0].text
+        assert "A100" in top
+        app.grid.update_snapshot(
+            snapshot(SAMPLE_ROWS, gpus=(make_gpu(0, name="NVIDIA H100 80GB HBM3"), make_gpu(1))),
+            app.history,
+        )
+        await pilot.pause()
+        top = panel.render_lines(Region(0, 0, *panel.region.size))[0].text
+        assert "H100" in top and "A100" not in top
+        assert_same_paint(panel)
+
+    run(body, size=(200, 60))
+
+
+# -- only changed lines are repainted ---------------------------------------------------------
+def test_a_panel_repaints_only_the_lines_whose_text_changed() -> None:
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        panel = app.query_one("#gpu-0", GpuPanel)
+        assert panel.has_class("-full")
+        refreshed: list[tuple[Region, ...]] = []
+        original = panel.refresh
+
+        def spy(*regions: Region, **kwargs: Any) -> Widget:
+            refreshed.append(regions)
+            return original(*regions, **kwargs)
+
+        panel.refresh = spy  # type: ignore[method-assign]
+        sample = panel.sample
+        assert sample is not None
+        panel.show(sample, panel.trend)
+        assert refreshed == []  # nothing changed: nothing repainted
+        panel.show(replace(sample, temperature_c=(sample.temperature_c or 0) + 7), panel.trend)
+        assert len(refreshed) == 1 and [r.y for r in refreshed[0]] == [2]  # the TEMP line
+        assert "TEMP" in panel.content_lines()[2].plain
+
+    run(body, size=(200, 60))

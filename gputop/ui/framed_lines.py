@@ -26,7 +26,10 @@ from textual.widget import Widget
 
 # A plain mixin at run time: Textual follows only the first DOMNode base of a class for default
 # CSS, type selectors and bindings, so a Widget subclass here would hide ScrollView's.
-_Base = Widget if TYPE_CHECKING else object
+if TYPE_CHECKING:
+    _Base = Widget
+else:
+    _Base = object
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,6 +40,8 @@ class _Frame:
     left: Strip
     right: Strip
     gutter: Spacing
+    width: int
+    height: int
     content_width: int
     pad: Style  # for content rows narrower than the content area
     background: Color  # what line filters blend against
@@ -66,9 +68,29 @@ class FramedLines(_Base):
         frame = self._frame_for(width, height, filters)
         if not frame.plain:
             return super().render_lines(crop)
-        joined = self._joined
-        top, bottom = frame.gutter.top, height - frame.gutter.bottom
         strips: list[Strip] = []
+        self._begin_paint()
+        try:
+            self._paint_rows(crop, frame, filters, strips)
+        finally:
+            self._end_paint()
+        if crop.column_span != (0, width):
+            x1, x2 = crop.column_span
+            strips = [strip.crop(x1, x2) for strip in strips]
+        return strips
+
+    def _begin_paint(self) -> None:
+        """Called before a paint asks for content rows (a hook to cache per-paint values)."""
+
+    def _end_paint(self) -> None:
+        """Called after a paint."""
+
+    def _paint_rows(
+        self, crop: Region, frame: _Frame, filters: Sequence[LineFilter], strips: list[Strip]
+    ) -> None:
+        joined = self._joined
+        width = frame.width
+        top, bottom = frame.gutter.top, frame.height - frame.gutter.bottom
         for y in crop.line_range:
             if y < top or y >= bottom:
                 strips.append(frame.rows[y])
@@ -87,10 +109,6 @@ class FramedLines(_Base):
             row = Strip([*frame.left, *segments, *frame.right], width)  # one Strip, not three
             joined[y] = (content, row)
             strips.append(row)
-        if crop.column_span != (0, width):
-            x1, x2 = crop.column_span
-            strips = [strip.crop(x1, x2) for strip in strips]
-        return strips
 
     def _frame_for(self, width: int, height: int, filters: Sequence[LineFilter]) -> _Frame:
         gutter = self.styles.gutter
@@ -129,6 +147,8 @@ class FramedLines(_Base):
             left=left,
             right=right,
             gutter=gutter,
+            width=width,
+            height=height,
             content_width=max(0, width - gutter.left - gutter.right),
             pad=Style(bgcolor=self.rich_style.bgcolor),
             background=self.background_colors[1],

@@ -80,7 +80,7 @@ def assert_same_paint(widget: Widget) -> None:
         assert blanks == [s.bgcolor if s else None for c, s in cells(textual) if c == " "]
 
 
-def test_panels_and_table_paint_like_textual_at_every_density_and_when_focused() -> None:
+def test_panels_table_and_header_paint_like_textual_at_every_density_and_when_focused() -> None:
     first = snapshot(SAMPLE_ROWS, gpus=(make_gpu(0), make_gpu(1, temperature_c=95)))
 
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
@@ -90,6 +90,11 @@ def test_panels_and_table_paint_like_textual_at_every_density_and_when_focused()
             for panel in app.query(GpuPanel):
                 assert_same_paint(panel)
             assert_same_paint(app.table)
+            assert_same_paint(app.header)
+        app.header.stale_s = 12.0  # the STALE marker has a style of its own
+        await pilot.pause()
+        assert "STALE 12 s" in app.header.render().plain
+        assert_same_paint(app.header)
         app.query_one("#gpu-1", GpuPanel).focus()
         await pilot.pause()
         assert_same_paint(app.query_one("#gpu-1", GpuPanel))

@@ -84,6 +84,8 @@ class ProcessTable(FramedLines, ScrollView, can_focus=True):
         self._lines: dict[str, str] = {}
         self._styles: dict[str, Style] = {}
         self._painted: dict[int, tuple[str, Style, Strip]] = {}
+        self._paint_geometry: tuple[int, int, int] | None = None
+        self._header_text = ""
 
     # -- data ---------------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -235,6 +237,7 @@ class ProcessTable(FramedLines, ScrollView, can_focus=True):
         changed = [i for i, k in enumerate(order) if full or shown[k] != self._shown.get(k)]
         self._order, self._shown = order, shown
         self._lines = {k: self._line(v.cells) for k, v in shown.items()}
+        self._header_text = self._header_line()
         width = 1 + sum(widths.values()) + GAP * (len(self._cols) - 1)
         self.virtual_size = Size(width, len(order) + 1)
         if keep in order:
@@ -282,14 +285,28 @@ class ProcessTable(FramedLines, ScrollView, can_focus=True):
         self._styles.clear()
         super().notify_style_update()
 
+    def _begin_paint(self) -> None:
+        # One geometry lookup per paint instead of one per row (FramedLines calls this).
+        self._paint_geometry = self._geometry()
+
+    def _end_paint(self) -> None:
+        self._paint_geometry = None
+
+    def _geometry(self) -> tuple[int, int, int]:
+        """(view width, scroll x, scroll y)."""
+        return self._paint_geometry or (
+            self.scrollable_content_region.width,
+            int(self.scroll_x),
+            int(self.scroll_y),
+        )
+
     def render_line(self, y: int) -> Strip:
-        width = self.scrollable_content_region.width
-        scroll_x = int(self.scroll_x)
+        width, scroll_x, scroll_y = self._geometry()
         base = self._style("base")
         if y == 0:
-            text, style = self._header_line(), self._style("process-table--header")
+            text, style = self._header_text, self._style("process-table--header")
         else:
-            index = int(self.scroll_y) + y - 1
+            index = scroll_y + y - 1
             if index >= len(self._order):
                 return Strip.blank(width, base)
             key = self._order[index]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Sequence
+from itertools import islice
 
 from gputop.model import GpuState, Snapshot
 
@@ -95,6 +97,36 @@ class History:
                 values = tick.get(gpu_index)
                 out.append(None if values is None else values[i])
             return out
+
+    @property
+    def count(self) -> int:
+        """Snapshots appended since start (not bounded: it numbers the samples)."""
+        with self._lock:
+            return self._count
+
+    def tail(
+        self, gpu_index: int, metrics: Sequence[str], n: int
+    ) -> tuple[int, list[list[float | None]]]:
+        """The newest ``n`` values of several metrics of one GPU, and ``count`` at that moment.
+
+        Cheaper than ``series`` per tick: it reads only the end of the ring buffer.
+        """
+        try:
+            idx = [_METRIC_INDEX[m] for m in metrics]
+        except KeyError as exc:
+            raise ValueError(
+                f"unknown metric {exc.args[0]!r}; known: {', '.join(METRICS)}"
+            ) from None
+        with self._lock:
+            ticks = list(islice(reversed(self._ticks), max(0, n)))
+            count = self._count
+        ticks.reverse()
+        out: list[list[float | None]] = [[] for _ in idx]
+        for tick in ticks:
+            values = tick.get(gpu_index)
+            for column, i in zip(out, idx, strict=True):
+                column.append(None if values is None else values[i])
+        return count, out
 
     def gpu_peak_memory_bytes(self, gpu_index: int) -> int | None:
         """Highest memory used on this GPU since start, or None if never known."""

@@ -96,3 +96,17 @@ def test_memory_flat_over_many_ticks() -> None:
         tracemalloc.stop()
     assert late < early * 1.2 + 50_000
     assert h.tracked_processes() <= 200
+
+
+def test_tail_reads_the_newest_values_of_several_metrics_and_the_sample_count() -> None:
+    history = History(maxlen=5)
+    for i in range(8):
+        gpu = make_gpu(0, utilization_gpu_percent=i, memory_used_bytes=100 * i)
+        history.append(make_snapshot(i, gpus=(gpu,)))
+    count, (util, memory) = history.tail(0, ("utilization_gpu_percent", "memory_used_bytes"), 3)
+    assert count == history.count == 8
+    assert util == [5, 6, 7] and memory == [500, 600, 700]
+    assert history.tail(0, ("utilization_gpu_percent",), 50)[1][0] == [3, 4, 5, 6, 7]  # bounded
+    assert history.tail(9, ("utilization_gpu_percent",), 2)[1][0] == [None, None]  # unknown GPU
+    with pytest.raises(ValueError, match="unknown metric 'nope'"):
+        history.tail(0, ("nope",), 1)

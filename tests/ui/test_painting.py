@@ -147,3 +147,34 @@ def test_a_panel_repaints_only_the_lines_whose_text_changed() -> None:
         assert "TEMP" in panel.content_lines()[2].plain
 
     run(body, size=(200, 60))
+
+
+def test_sparklines_span_minutes_and_the_memory_line_rests_while_memory_is_flat() -> None:
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        panel = app.query_one("#gpu-0", GpuPanel)
+        first = panel.sample
+        assert first is not None
+        busy = [replace(first, utilization_gpu_percent=u) for u in (90, 10, 10, 10)]
+        for i in range(299):  # five minutes of samples, one spike at the start
+            snap = snapshot(SAMPLE_ROWS, seq=i + 2, gpus=(busy[min(i, 3)], make_gpu(1)))
+            app.history.append(snap)
+            app.grid.update_snapshot(snap, app.history)
+        util_line = panel.content_lines()[0].plain
+        assert "█" in util_line  # the spike 299 samples ago is still drawn
+
+        refreshed: list[tuple[Region, ...]] = []
+        original = panel.refresh
+
+        def spy(*regions: Region, **kwargs: Any) -> Widget:
+            refreshed.append(regions)
+            return original(*regions, **kwargs)
+
+        panel.refresh = spy  # type: ignore[method-assign]
+        snap = snapshot(
+            SAMPLE_ROWS, seq=400, gpus=(replace(first, utilization_gpu_percent=55), make_gpu(1))
+        )
+        app.history.append(snap)
+        app.grid.update_snapshot(snap, app.history)
+        assert [r.y for regions in refreshed for r in regions] == [0]  # UTIL changed, MEM did not
+
+    run(body, size=(200, 60))

@@ -14,7 +14,8 @@ from gputop.ui.widgets.gpu_panel import PANEL_HEIGHT, Density, GpuPanel, Trend
 MIN_PANEL_WIDTH = {Density.FULL: 48, Density.COMPACT: 100, Density.MINI: 80}
 MIN_TABLE_LINES = 9  # header + ~6 process rows + the unattributed-memory line
 CHROME_LINES = 2  # the header bar and the footer
-TREND_POINTS = 120
+TREND_POINTS = 300  # samples the sparklines span: 5 minutes at the default 1 s interval
+TREND_METRICS = ("utilization_gpu_percent", "memory_used_bytes")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,15 +68,8 @@ class GpuGrid(ScrollableContainer, can_focus=False):
                 panels.update((p.index, p) for p in new)
             self.relayout(*self._term_size)
         for gpu in snapshot.gpus:
-            panels[gpu.index].show(
-                gpu,
-                Trend(
-                    util=tuple(
-                        history.series(gpu.index, "utilization_gpu_percent")[-TREND_POINTS:]
-                    ),
-                    memory=tuple(history.series(gpu.index, "memory_used_bytes")[-TREND_POINTS:]),
-                ),
-            )
+            end, (util, memory) = history.tail(gpu.index, TREND_METRICS, TREND_POINTS)
+            panels[gpu.index].show(gpu, Trend(util=tuple(util), memory=tuple(memory), end=end))
 
     def relayout(self, width: int, height: int) -> None:
         """Choose density, columns and height for a terminal of this size."""

@@ -7,6 +7,7 @@ bordered panels per second was most of the dashboard's CPU time).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -41,10 +42,24 @@ VALUE_WIDTH = 14  # "60.0/80.0 GiB"
 
 @dataclass(frozen=True, slots=True)
 class Trend:
-    """The recent utilisation and memory series a panel draws as sparklines."""
+    """The recent utilisation and memory series a panel draws as sparklines.
+
+    ``end`` numbers the newest sample (samples since start), so buckets stay aligned.
+    """
 
     util: tuple[float | None, ...] = ()
     memory: tuple[float | None, ...] = ()
+    end: int = 0
+
+    def sparks(self, width: int, top_memory: float | None) -> tuple[str, str]:
+        """(utilisation, memory) sparklines ``width`` wide over the whole trend: each character
+        is the peak of an equal share of the samples."""
+        if width <= 0:
+            return "", ""
+        per = max(1, math.ceil(max(len(self.util), len(self.memory)) / width))
+        util = text.bucket_peaks(self.util, self.end, width, per)
+        memory = text.bucket_peaks(self.memory, self.end, width, per)
+        return text.sparkline(util, width, top=100.0), text.sparkline(memory, width, top=top_memory)
 
 
 def short_name(name: str | None) -> str:
@@ -228,12 +243,13 @@ class GpuPanel(FramedLines, Widget, can_focus=True):
 
     def _full(self, s: GpuSample, width: int) -> list[Line]:
         spark_w = max(0, width - 5 - max(6, (width - 5 - VALUE_WIDTH - 2) // 2) - VALUE_WIDTH - 2)
+        util_spark, mem_spark = self.trend.sparks(spark_w, s.memory_total_bytes or None)
         util = self._bar_line(
             width,
             "UTIL",
             None if s.utilization_gpu_percent is None else s.utilization_gpu_percent / 100,
             text.percent(s.utilization_gpu_percent),
-            text.sparkline(list(self.trend.util), spark_w, top=100.0),
+            util_spark,
             Style(),
         )
         mem_frac = _fraction(s.memory_used_bytes, s.memory_total_bytes)
@@ -242,7 +258,7 @@ class GpuPanel(FramedLines, Widget, can_focus=True):
             "MEM",
             mem_frac,
             text.used_total(s.memory_used_bytes, s.memory_total_bytes),
-            text.sparkline(list(self.trend.memory), spark_w, top=s.memory_total_bytes or None),
+            mem_spark,
             self._level_style(
                 fmt.memory_level(s.memory_used_bytes, s.memory_total_bytes), quiet_warn=True
             ),

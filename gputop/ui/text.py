@@ -116,28 +116,3 @@ def sparkline(values: Sequence[float | None], width: int, top: float | None = No
         else:
             chars.append(_BLOCKS[max(1, min(8, round(v / peak * 8)))] if v > 0 else "▁")
     return "".join(chars).rjust(width)
-
-
-def bucket_peaks(
-    values: Sequence[float | None], end: int, width: int, per: int
-) -> list[float | None]:
-    """The highest value of each ``per``-sample bucket, for the last ``width`` buckets.
-
-    ``values`` are the newest samples, the last of them sample number ``end - 1`` since start.
-    Buckets are aligned to sample numbers, not to the newest sample, so a finished bucket never
-    changes: a sparkline drawn from them moves one character every ``per`` samples, not every
-    sample (less to repaint, and easier to read).
-    """
-    out: list[float | None] = [None] * width
-    if width <= 0 or per <= 0 or end <= 0:
-        return out
-    first = (end - 1) // per - width + 1  # the bucket shown leftmost
-    start = end - len(values)
-    for i, value in enumerate(values):
-        slot = (start + i) // per - first
-        if slot < 0 or value is None:
-            continue
-        current = out[slot]
-        if current is None or value > current:
-            out[slot] = value
-    return out

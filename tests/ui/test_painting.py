@@ -140,9 +140,9 @@ def test_a_panel_repaints_only_the_lines_whose_text_changed() -> None:
         panel.refresh = spy  # type: ignore[method-assign]
         sample = panel.sample
         assert sample is not None
-        panel.show(sample, panel.trend)
+        panel.show(sample, app.history)
         assert refreshed == []  # nothing changed: nothing repainted
-        panel.show(replace(sample, temperature_c=(sample.temperature_c or 0) + 7), panel.trend)
+        panel.show(replace(sample, temperature_c=(sample.temperature_c or 0) + 7), app.history)
         assert len(refreshed) == 1 and [r.y for r in refreshed[0]] == [2]  # the TEMP line
         assert "TEMP" in panel.content_lines()[2].plain
 

@@ -73,17 +73,3 @@ def test_plan_layout_leaves_room_for_processes(
     plan = plan_layout(gpus, *size)
     assert (plan.density, plan.columns) == (density, columns)
     assert plan.height <= size[1] - 2 - 9  # header, footer, the table's minimum
-
-
-def test_bucket_peaks_keep_finished_buckets_fixed_as_samples_arrive() -> None:
-    values = [10.0, 30.0, 20.0, 50.0, 40.0]  # samples 0..4
-    assert text.bucket_peaks(values, end=5, width=3, per=2) == [30.0, 50.0, 40.0]
-    after = [*values, 5.0]  # sample 5 joins the last bucket; the others stay as they were
-    assert text.bucket_peaks(after, end=6, width=3, per=2) == [30.0, 50.0, 40.0]
-    later = [*after, 1.0]  # sample 6 opens a new bucket: everything moves one place
-    assert text.bucket_peaks(later, end=7, width=3, per=2) == [50.0, 40.0, 1.0]
-
-
-def test_bucket_peaks_leave_unknown_and_unfilled_buckets_empty() -> None:
-    assert text.bucket_peaks([None, None, 7.0], end=3, width=4, per=1) == [None, None, None, 7.0]
-    assert text.bucket_peaks([], end=0, width=2, per=3) == [None, None]

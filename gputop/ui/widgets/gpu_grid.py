@@ -9,13 +9,11 @@ from textual.containers import ScrollableContainer
 
 from gputop.history import History
 from gputop.model import Snapshot
-from gputop.ui.widgets.gpu_panel import PANEL_HEIGHT, Density, GpuPanel, Trend
+from gputop.ui.widgets.gpu_panel import PANEL_HEIGHT, Density, GpuPanel
 
 MIN_PANEL_WIDTH = {Density.FULL: 48, Density.COMPACT: 100, Density.MINI: 80}
 MIN_TABLE_LINES = 9  # header + ~6 process rows + the unattributed-memory line
 CHROME_LINES = 2  # the header bar and the footer
-TREND_POINTS = 300  # samples the sparklines span: 5 minutes at the default 1 s interval
-TREND_METRICS = ("utilization_gpu_percent", "memory_used_bytes")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,8 +66,7 @@ class GpuGrid(ScrollableContainer, can_focus=False):
                 panels.update((p.index, p) for p in new)
             self.relayout(*self._term_size)
         for gpu in snapshot.gpus:
-            end, (util, memory) = history.tail(gpu.index, TREND_METRICS, TREND_POINTS)
-            panels[gpu.index].show(gpu, Trend(util=tuple(util), memory=tuple(memory), end=end))
+            panels[gpu.index].show(gpu, history)
 
     def relayout(self, width: int, height: int) -> None:
         """Choose density, columns and height for a terminal of this size."""

@@ -7,7 +7,6 @@ bordered panels per second was most of the dashboard's CPU time).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -22,10 +21,12 @@ from textual.widget import Widget
 
 from gputop import format as fmt
 from gputop.format import Level
+from gputop.history import History
 from gputop.model import GpuSample, GpuState
 from gputop.ui import text
 from gputop.ui.framed_lines import FramedLines
 from gputop.ui.line import Line
+from gputop.ui.spark import GpuSparks
 
 
 class Density(StrEnum):
@@ -38,28 +39,7 @@ class Density(StrEnum):
 
 PANEL_HEIGHT = {Density.FULL: 7, Density.COMPACT: 2, Density.MINI: 1}
 VALUE_WIDTH = 14  # "60.0/80.0 GiB"
-
-
-@dataclass(frozen=True, slots=True)
-class Trend:
-    """The recent utilisation and memory series a panel draws as sparklines.
-
-    ``end`` numbers the newest sample (samples since start), so buckets stay aligned.
-    """
-
-    util: tuple[float | None, ...] = ()
-    memory: tuple[float | None, ...] = ()
-    end: int = 0
-
-    def sparks(self, width: int, top_memory: float | None) -> tuple[str, str]:
-        """(utilisation, memory) sparklines ``width`` wide over the whole trend: each character
-        is the peak of an equal share of the samples."""
-        if width <= 0:
-            return "", ""
-        per = max(1, math.ceil(max(len(self.util), len(self.memory)) / width))
-        util = text.bucket_peaks(self.util, self.end, width, per)
-        memory = text.bucket_peaks(self.memory, self.end, width, per)
-        return text.sparkline(util, width, top=100.0), text.sparkline(memory, width, top=top_memory)
+TREND_POINTS = 300  # samples the sparklines span: 5 minutes at the default 1 s interval
 
 
 def short_name(name: str | None) -> str:
@@ -105,7 +85,8 @@ class GpuPanel(FramedLines, Widget, can_focus=True):
         super().__init__(id=id)
         self.index = index
         self.sample: GpuSample | None = None
-        self.trend = Trend()
+        self.history: History | None = None
+        self.sparks = GpuSparks(index, TREND_POINTS)
         self._styles: dict[str, Style] = {}
         self._title: str | None = None
         # What is on screen: per content line, the (plain, spans) key and its painted strip.
@@ -118,9 +99,9 @@ class GpuPanel(FramedLines, Widget, can_focus=True):
             self.set_class(d is density, f"-{d.value}")
         self._repaint(full=True)
 
-    def show(self, sample: GpuSample, trend: Trend) -> None:
-        """Take a new sample and trend; repaint the lines that changed."""
-        self.sample, self.trend = sample, trend
+    def show(self, sample: GpuSample, history: History | None) -> None:
+        """Take a new sample (and the history its sparklines come from); repaint what changed."""
+        self.sample, self.history = sample, history
         lost = sample.state is not GpuState.OK
         self.set_class(lost, "-lost")
         self.set_class(temp_level(sample) is Level.CRIT, "-hot")
@@ -241,9 +222,18 @@ class GpuPanel(FramedLines, Widget, can_focus=True):
         line.append(spark[-spark_width:] if spark_width else "", self._style("spark"))
         return line
 
+    def _sparklines(self, width: int, top_memory: float | None) -> tuple[str, str]:
+        if self.history is None or width <= 0:
+            return "", ""
+        self.sparks.update(self.history, width)
+        return (
+            text.sparkline(self.sparks.util.peaks(), width, top=100.0),
+            text.sparkline(self.sparks.memory.peaks(), width, top=top_memory),
+        )
+
     def _full(self, s: GpuSample, width: int) -> list[Line]:
         spark_w = max(0, width - 5 - max(6, (width - 5 - VALUE_WIDTH - 2) // 2) - VALUE_WIDTH - 2)
-        util_spark, mem_spark = self.trend.sparks(spark_w, s.memory_total_bytes or None)
+        util_spark, mem_spark = self._sparklines(spark_w, s.memory_total_bytes or None)
         util = self._bar_line(
             width,
             "UTIL",

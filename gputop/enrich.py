@@ -221,7 +221,13 @@ def process_rows(
             continue  # monitors and driver daemons keep the files open by design
         files = held.get(pid, ())
         suspect = False
-        if contexts and not files and holders is not None and pid not in holders.unreadable:
+        if (
+            contexts
+            and not files
+            and info.visible  # another namespace's PID: nothing to look at here
+            and holders is not None
+            and pid not in holders.unreadable
+        ):
             # Every process with a CUDA context has the device files open. The scan may be a
             # few seconds old, so look at this one PID again before calling it suspect.
             now = held_by(pid, holders.dev_dir, holders.proc_root)

@@ -6,6 +6,7 @@ of thousands of processes stays cheap. Both directories are parameters so tests 
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from dataclasses import dataclass, field
@@ -52,6 +53,7 @@ class HolderScan:
     proc_root: str = "/proc"
 
 
+@functools.lru_cache(maxsize=16)
 def _device_prefix(dev_dir: str) -> str:
     # readlink() gives resolved paths, so resolve the directory the same way.
     return os.path.join(os.path.realpath(dev_dir), "nvidia")

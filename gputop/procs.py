@@ -98,6 +98,10 @@ class ProcReader:
             return out
 
     def _read_locked(self, pid: int) -> tuple[ProcInfo, tuple[int, float] | None]:
+        if not psutil.pid_exists(pid):
+            # One cheap syscall: building a Process for a PID from another namespace raised
+            # after reading /proc, every tick, for every such process.
+            return _not_visible(pid), None
         try:
             proc = psutil.Process(pid)
             key = (pid, proc.create_time())

@@ -83,6 +83,9 @@ class SimLibrary:
         # One small buffer per GPU: its address is the opaque device handle.
         self._handle_bufs = [ctypes.create_string_buffer(8) for _ in scenario.gpus]
         self._by_address = {ctypes.addressof(b): i for i, b in enumerate(self._handle_bufs)}
+        self._handle_index: dict[int, tuple[Any, int]] = {}
+        # Per-GPU noise seeds, by object identity (tuple.index compared dataclasses field by field).
+        self._seeds = {id(g): i * 7919 for i, g in enumerate(scenario.gpus)}
         self.blocked: dict[str, threading.Event] = {}  # tests: a call that waits until set()
         self.dev_dir = "/dev"  # where this box's device files are (actors: a private folder)
         self.cast: Cast | None = None  # the real actor processes, when started
@@ -135,8 +138,17 @@ class SimLibrary:
         return impl(*args)
 
     def _index(self, handle: Any) -> int | None:
+        # pynvml passes the same handle objects again and again; ctypes.cast is the slow part.
+        known = self._handle_index.get(id(handle))
+        if known is not None and known[0] is handle:
+            return known[1]
         address = ctypes.cast(handle, ctypes.c_void_p).value
-        return self._by_address.get(address or 0)
+        index = self._by_address.get(address or 0)
+        if index is not None:
+            if len(self._handle_index) > 4096:
+                self._handle_index.clear()
+            self._handle_index[id(handle)] = (handle, index)
+        return index
 
     def now(self) -> float:
         """Scenario time in seconds."""
@@ -152,7 +164,10 @@ class SimLibrary:
         return round(self._value(gpu, key))
 
     def _gpu_seed(self, gpu: SimGpu) -> int:
-        return self.scenario.gpus.index(gpu) * 7919
+        seed = self._seeds.get(id(gpu))
+        if seed is None:  # a GPU object not from the scenario's list: find it by value
+            seed = self.scenario.gpus.index(gpu) * 7919
+        return seed
 
     def _wave(self, wave: Wave, gpu: SimGpu) -> float:
         return wave.at(self.now(), self.scenario.seed + self._gpu_seed(gpu))

@@ -7,6 +7,7 @@ a run is deterministic for a given seed and clock. See gputop/sim/scenarios/demo
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import random
@@ -51,8 +52,8 @@ class Wave:
             value += self.amp * math.sin(2 * math.pi * t / self.period + self.phase)
         if self.noise:
             # Noise depends only on (seed, whole second) so repeated reads within a tick agree.
-            rng = random.Random(seed * 1_000_003 + int(t))
-            value += rng.uniform(-self.noise, self.noise)
+            low, high = -self.noise, self.noise
+            value += low + (high - low) * _unit_random(seed * 1_000_003 + int(t))  # = uniform()
         if self.lo is not None:
             value = max(self.lo, value)
         if self.hi is not None:
@@ -337,3 +338,9 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
         kind = "JSON" if suffix == ".json" else "TOML"
         raise UsageError(f"scenario {name_or_path}: not valid {kind}: {exc}") from None
     return Scenario.from_dict(data)
+
+
+@functools.lru_cache(maxsize=4096)
+def _unit_random(seed: int) -> float:
+    """``random.Random(seed).random()``, remembered: seeding a generator per read was costly."""
+    return random.Random(seed).random()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import random
 from typing import Any
 
 import pynvml
@@ -13,6 +14,7 @@ from gputop import sim
 from gputop.errors import DriverError, UsageError
 from gputop.model import GpuSample, GpuState, ProcessType
 from gputop.nvml import NvmlSource, _text
+from gputop.sim.scenario import Wave
 from gputop.sim.scenario import DEFAULT_READINGS, Scenario, load_scenario
 
 MiB = 1024 * 1024
@@ -305,3 +307,11 @@ def test_slow_pcie_throughput_moves_off_the_snapshot_path(sim_source: Any) -> No
     gate.set()
     assert result, "snapshot() waited on the hung PCIe call"
     assert result[0].gpus[0].pcie_rx_kbps == 1234  # the latest value the reader had
+
+
+def test_wave_noise_is_the_seeded_uniform_draw_of_its_whole_second() -> None:
+    wave = Wave(base=50.0, noise=4.0)
+    for t, seed in ((0.2, 7), (0.9, 7), (12.5, 7919), (12.5, 3)):
+        draw = random.Random(seed * 1_000_003 + int(t)).uniform(-4.0, 4.0)
+        assert wave.at(t, seed) == 50.0 + draw
+    assert wave.at(12.1, 3) == wave.at(12.9, 3) != wave.at(13.0, 3)

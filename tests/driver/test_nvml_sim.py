@@ -14,8 +14,7 @@ from gputop import sim
 from gputop.errors import DriverError, UsageError
 from gputop.model import GpuSample, GpuState, ProcessType
 from gputop.nvml import NvmlSource, _text
-from gputop.sim.scenario import Wave
-from gputop.sim.scenario import DEFAULT_READINGS, Scenario, load_scenario
+from gputop.sim.scenario import DEFAULT_READINGS, Scenario, Wave, load_scenario
 
 MiB = 1024 * 1024
 

@@ -34,6 +34,14 @@ def _app_process(pane_pid: int) -> psutil.Process:
     raise RuntimeError("gputop did not start in the tmux pane")
 
 
+def _main_thread_s(proc: psutil.Process) -> float:
+    """CPU seconds of the process's main thread (Textual's event loop: the UI work)."""
+    for thread in proc.threads():
+        if thread.id == proc.pid:
+            return thread.user_time + thread.system_time
+    return 0.0
+
+
 def _first_frame_s(started: float, timeout_s: float = 20.0) -> float:
     while time.monotonic() - started < timeout_s:
         screen = _tmux("capture-pane", "-p", "-t", SESSION)
@@ -51,9 +59,9 @@ def tmux_run(seconds: float) -> None:
         first = _first_frame_s(started)
         proc = _app_process(int(_tmux("display", "-p", "-t", SESSION, "#{pane_pid}").strip()))
         time.sleep(WARMUP_S)
-        t0, cpu0 = time.monotonic(), proc.cpu_times()
+        t0, cpu0, main0 = time.monotonic(), proc.cpu_times(), _main_thread_s(proc)
         time.sleep(seconds)
-        t1, cpu1 = time.monotonic(), proc.cpu_times()
+        t1, cpu1, main1 = time.monotonic(), proc.cpu_times(), _main_thread_s(proc)
         rss_mb = proc.memory_info().rss / 1024**2
     finally:
         subprocess.run(["tmux", "kill-session", "-t", SESSION], check=False, capture_output=True)
@@ -62,6 +70,9 @@ def tmux_run(seconds: float) -> None:
     print(f"ui_first_frame: {first:.2f} s")
     print(f"ui_cpu_per_minute: {used / wall * 60:.2f} s")
     print(f"ui_cpu_percent_of_core: {used / wall * 100:.2f} %")
+    main = main1 - main0
+    print(f"ui_cpu_ui_thread_percent: {main / wall * 100:.2f} %")
+    print(f"ui_cpu_other_threads_percent: {(used - main) / wall * 100:.2f} % (sampler, input)")
     print(f"ui_rss: {rss_mb:.1f} MB")
 
 

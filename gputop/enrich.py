@@ -127,11 +127,6 @@ def _max_or_none(values: Iterable[int | None]) -> int | None:
     return max(known) if known else None
 
 
-def _sum_or_none(values: Iterable[int | None]) -> int | None:
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None
-
-
 def _listed_by_pid(gpus: Iterable[GpuSample]) -> dict[int, list[GpuProcess]]:
     by_pid: dict[int, list[GpuProcess]] = {}
     for gpu in gpus:
@@ -171,20 +166,37 @@ def _build_row(
     if suspect and info.visible and info.status != psutil.STATUS_ZOMBIE:
         info = replace(info, note=SUSPECT_NOTE)
     note = _defunct_note(info) if ProcState.DEFUNCT in states else orphan_note
-    used = _sum_or_none(p.used_memory_bytes for p in contexts)
-    peak = history.process_peak_memory_bytes(info.pid, info.create_time) if history else None
+    # One pass over the contexts (this runs for every process, every tick).
+    gpus: set[int] = set()
+    types: set[ProcessType] = set()
+    used = sm = mem = None
+    for p in contexts:
+        gpus.add(p.gpu_index)
+        types.add(p.type)
+        if p.used_memory_bytes is not None:
+            used = p.used_memory_bytes if used is None else used + p.used_memory_bytes
+        if p.sm_util_percent is not None and (sm is None or p.sm_util_percent > sm):
+            sm = p.sm_util_percent
+        if p.memory_util_percent is not None and (mem is None or p.memory_util_percent > mem):
+            mem = p.memory_util_percent
+    if device_files:
+        gpus |= _held_gpus(device_files, gpu_by_minor or {})
+    # Not `if history`: that is len(), a lock per row; an empty History has no peaks anyway.
+    peak = (
+        history.process_peak_memory_bytes(info.pid, info.create_time)
+        if history is not None
+        else None
+    )
     return ProcessRow(
         pid=info.pid,
         info=info,
         states=states,
-        gpu_indices=tuple(
-            sorted({p.gpu_index for p in contexts} | _held_gpus(device_files, gpu_by_minor or {}))
-        ),
-        type=_merge_type({p.type for p in contexts}),
+        gpu_indices=tuple(sorted(gpus)),
+        type=_merge_type(types),
         used_memory_bytes=used,
-        peak_memory_bytes=_max_or_none([peak, used]),
-        sm_util_percent=_max_or_none(p.sm_util_percent for p in contexts),
-        memory_util_percent=_max_or_none(p.memory_util_percent for p in contexts),
+        peak_memory_bytes=_max_or_none((peak, used)),
+        sm_util_percent=sm,
+        memory_util_percent=mem,
         device_files=device_files,
         parent_note=note,
     )

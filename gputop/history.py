@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 import threading
 from collections import deque
 from collections.abc import Sequence
@@ -22,6 +23,7 @@ METRICS = (
     "pcie_tx_kbps",
 )
 _METRIC_INDEX = {name: i for i, name in enumerate(METRICS)}
+_metrics_of = operator.attrgetter(*METRICS)  # a GpuSample's METRICS as one tuple, read in C
 
 ProcKey = tuple[int, float | None]  # (pid, create_time): a reused PID is another process
 
@@ -51,11 +53,7 @@ class History:
 
     def append(self, snapshot: Snapshot) -> None:
         """Record one (fresh) snapshot; stale re-sends should not be appended."""
-        tick = {
-            g.index: tuple(getattr(g, m) for m in METRICS)
-            for g in snapshot.gpus
-            if g.state is GpuState.OK
-        }
+        tick = {g.index: _metrics_of(g) for g in snapshot.gpus if g.state is GpuState.OK}
         with self._lock:
             self._count += 1
             self._times.append(snapshot.taken_at_wall)

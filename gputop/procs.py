@@ -7,6 +7,7 @@ process, so :class:`ProcReader` keeps a small, bounded cache of ``psutil.Process
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from typing import Any
@@ -20,6 +21,9 @@ from gputop.model import ProcInfo
 GPU_ENV_PREFIXES = ("CUDA_", "NVIDIA_", "NCCL_", "GPU_", "ROCR_", "HIP_", "TORCH_", "OMP_NUM")
 
 _ATTRS = ["name", "username", "uids", "cmdline", "status", "ppid", "create_time", "memory_info"]
+# psutil checks for a reused PID in ppid() by building another Process; the reader has just read
+# the parent PID from /proc/PID/stat itself.
+_ATTRS_BUT_PPID = [a for a in _ATTRS if a != "ppid"]
 _MAX_CHAIN = 64  # parent chains longer than this are a loop or a fork bomb; stop there
 
 NOT_VISIBLE_NOTE = (
@@ -56,14 +60,52 @@ def _info_from_dict(pid: int, d: dict[str, Any], cpu_percent: float | None) -> P
     )
 
 
+@functools.lru_cache(maxsize=1024)
 def _not_visible(pid: int) -> ProcInfo:
+    # Remembered: a box with processes in another PID namespace asks for the same ones each tick.
     return ProcInfo(pid=pid, visible=False, note=NOT_VISIBLE_NOTE)
+
+
+def _absent(pid: int) -> bool:
+    """True when surely no process or thread has this PID here (one syscall, no /proc read)."""
+    if pid <= 0:
+        return False  # 0 and negative PIDs name process groups to kill(): let psutil judge
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, OverflowError):  # PermissionError: it exists, another user's
+        return False
+    return False
+
+
+def _stat(pid: int) -> tuple[bytes, int] | None:
+    """(start time, parent PID) from /proc/PID/stat; the start time and PID name the process.
+
+    None when it cannot be read (gone, not permitted, no /proc): the caller asks psutil.
+    """
+    try:
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
+    except (OSError, ValueError):
+        return None
+    try:
+        data = os.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    fields = data.rpartition(b")")[2].split()  # the name in parentheses may hold anything
+    try:
+        return fields[19], int(fields[1])  # fields 22 and 4 of proc(5)
+    except (IndexError, ValueError):
+        return None
 
 
 class ProcReader:
     """Reads ProcInfo with real CPU %, keeping psutil.Process objects between readings.
 
     Keyed by (pid, create_time) so a reused PID never inherits another process's CPU counters.
+    A cached process is used again while the start time in /proc/PID/stat is the one it had.
     Bounded: ``read_many`` drops processes it was not asked about; ``read`` evicts the oldest
     entries past ``max_cached``. Thread-safe.
     """
@@ -71,6 +113,8 @@ class ProcReader:
     def __init__(self, max_cached: int = 4096) -> None:
         self.max_cached = max_cached
         self._cache: dict[tuple[int, float], psutil.Process] = {}
+        # The newest cached process at each PID: its key and /proc start time.
+        self._at_pid: dict[int, tuple[tuple[int, float], bytes]] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -93,42 +137,62 @@ class ProcReader:
                 if key is not None:
                     keep.add(key)
             for key in [k for k in self._cache if k not in keep]:
-                del self._cache[key]
+                self._forget_locked(key)
             self._evict_locked()
             return out
 
     def _read_locked(self, pid: int) -> tuple[ProcInfo, tuple[int, float] | None]:
-        if not psutil.pid_exists(pid):
-            # One cheap syscall: building a Process for a PID from another namespace raised
-            # after reading /proc, every tick, for every such process.
-            return _not_visible(pid), None
-        try:
-            proc = psutil.Process(pid)
-            key = (pid, proc.create_time())
-        except (psutil.NoSuchProcess, ValueError):
-            return _not_visible(pid), None
-        except psutil.AccessDenied:
-            return ProcInfo(pid=pid, note=_denied_note(["the process"])), None
-        cached = self._cache.get(key)
-        first = cached is None
-        if cached is None:
-            cached = self._cache[key] = proc
+        known = self._at_pid.get(pid)
+        stat = _stat(pid) if known is not None else None
+        if known is not None and stat is not None and stat[0] == known[1]:
+            # The same process as last time: no new psutil.Process (a /proc read and more).
+            key, first = known[0], False
+            cached = self._cache[key]
+            attrs, ppid = _ATTRS_BUT_PPID, stat[1]
+        else:
+            if _absent(pid) or not psutil.pid_exists(pid):
+                # A PID from another namespace: no psutil.Process, which would read /proc and
+                # raise, every tick, for every such process.
+                return _not_visible(pid), None
+            if stat is None:  # read before the Process, so a PID reused in between shows
+                stat = _stat(pid)
+            try:
+                proc = psutil.Process(pid)
+                key = (pid, proc.create_time())
+            except (psutil.NoSuchProcess, ValueError):
+                return _not_visible(pid), None
+            except psutil.AccessDenied:
+                return ProcInfo(pid=pid, note=_denied_note(["the process"])), None
+            found = self._cache.get(key)
+            first = found is None
+            cached = self._cache[key] = proc if found is None else found
+            if stat is not None:
+                self._at_pid[pid] = (key, stat[0])
+            attrs, ppid = _ATTRS, None
         try:
             with cached.oneshot():
-                d = cached.as_dict(attrs=_ATTRS, ad_value=None)
+                d = cached.as_dict(attrs=attrs, ad_value=None)
                 cpu = _cpu_percent(cached)
         except psutil.NoSuchProcess:
-            self._cache.pop(key, None)
+            self._forget_locked(key)
             return _not_visible(pid), None
+        if ppid is not None:
+            d["ppid"] = ppid
         return _info_from_dict(pid, d, None if first else cpu), key
+
+    def _forget_locked(self, key: tuple[int, float]) -> None:
+        self._cache.pop(key, None)
+        known = self._at_pid.get(key[0])
+        if known is not None and known[0] == key:
+            del self._at_pid[key[0]]
 
     def _evict_locked(self) -> None:
         if len(self._cache) <= self.max_cached:
             return
         for key in [k for k, p in self._cache.items() if not p.is_running()]:
-            del self._cache[key]
+            self._forget_locked(key)
         while len(self._cache) > self.max_cached:
-            del self._cache[next(iter(self._cache))]  # dicts keep insertion order: oldest first
+            self._forget_locked(next(iter(self._cache)))  # dicts keep insertion order: oldest first
 
 
 def _cpu_percent(proc: psutil.Process) -> float | None:

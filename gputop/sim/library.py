@@ -9,6 +9,7 @@ which pynvml turns into NVML_ERROR_FUNCTION_NOT_FOUND, as with an old driver.
 from __future__ import annotations
 
 import ctypes
+import math
 import threading
 import time
 from collections import Counter
@@ -52,14 +53,53 @@ NOT_AVAILABLE_U32 = 0xFFFFFFFF
 class _Fn:
     """A 'C function': callable, and accepts pynvml setting ``restype`` on it."""
 
-    __slots__ = ("_impl", "_lib", "_name", "restype")
+    __slots__ = ("_any_time", "_impl", "_lib", "_name", "restype")
 
     def __init__(self, lib: SimLibrary, name: str, impl: Callable[..., Any]) -> None:
         self._lib, self._name, self._impl = lib, name, impl
+        self._any_time = name in _ANY_TIME  # answered before init too, and never gated by a GPU
         self.restype: Any = None
 
     def __call__(self, *args: Any) -> Any:
-        return self._lib._dispatch(self._name, self._impl, args)
+        # The whole dispatch is inlined here: pynvml makes a couple of hundred calls a snapshot.
+        lib, name = self._lib, self._name
+        with lib._lock:
+            lib.calls[name] += 1
+        if lib.blocked:
+            gate = lib.blocked.get(name)
+            if gate is not None:
+                gate.wait()
+        if self._any_time:
+            return self._impl(*args)
+        if lib._initialized <= 0:
+            return ERROR_UNINITIALIZED
+        if not (args and isinstance(args[0], ctypes._Pointer)):
+            return self._impl(*args)
+        handle = args[0]  # a device handle
+        known = lib._handle_index.get(id(handle))
+        index = known[1] if known is not None and known[0] is handle else lib._index(handle)
+        if index is None:
+            return ERROR_INVALID_ARGUMENT
+        gpu = lib._scenario.gpus[index]
+        if gpu.slow_calls:
+            delay = gpu.slow_calls.get(name)
+            if delay:
+                time.sleep(delay)
+        if gpu.lost_after_s is not None and lib.clock.now() >= gpu.lost_after_s:
+            return ERROR_GPU_IS_LOST
+        if name in gpu.unsupported:
+            return ERROR_NOT_SUPPORTED
+        try:
+            return self._impl(gpu, *args[1:])
+        except _Unsupported:
+            return ERROR_NOT_SUPPORTED
+
+
+_ANY_TIME = frozenset({"nvmlInitWithFlags", "nvmlErrorString"})
+
+# pynvml's structs override __setattr__ in Python only to encode str values; the simulator
+# writes numbers, so it sets the ctypes fields directly (about twice as fast).
+_set = object.__setattr__
 
 
 def _target(arg: Any) -> Any:
@@ -68,14 +108,14 @@ def _target(arg: Any) -> Any:
 
 
 def _put(arg: Any, value: int) -> None:
-    _target(arg).value = value
+    getattr(arg, "_obj", arg).value = value  # _target() inlined: most calls answer through here
 
 
 class SimLibrary:
     """The simulated NVML library for one Scenario."""
 
     def __init__(self, scenario: Scenario, clock: Clock | None = None) -> None:
-        self.scenario = scenario
+        self.scenario = scenario  # also works out what is derived from it, see the setter
         self.clock: Clock = clock or ElapsedClock()
         self.calls: Counter[str] = Counter()  # every NVML call answered, by name
         self._lock = threading.Lock()
@@ -84,12 +124,24 @@ class SimLibrary:
         self._handle_bufs = [ctypes.create_string_buffer(8) for _ in scenario.gpus]
         self._by_address = {ctypes.addressof(b): i for i, b in enumerate(self._handle_bufs)}
         self._handle_index: dict[int, tuple[Any, int]] = {}
-        # Per-GPU noise seeds, by object identity (tuple.index compared dataclasses field by field).
-        self._seeds = {id(g): i * 7919 for i, g in enumerate(scenario.gpus)}
         self.blocked: dict[str, threading.Event] = {}  # tests: a call that waits until set()
         self.dev_dir = "/dev"  # where this box's device files are (actors: a private folder)
         self.cast: Cast | None = None  # the real actor processes, when started
         self._zombie_actors: set[int] = set()
+
+    @property
+    def scenario(self) -> Scenario:
+        """The simulated box."""
+        return self._scenario
+
+    @scenario.setter
+    def scenario(self, scenario: Scenario) -> None:
+        self._scenario = scenario
+        # Worked out once rather than on every call, keyed by GPU object identity (comparing
+        # the frozen dataclasses by value, as tuple.index did, cost more than the call itself).
+        self._positions = {id(g): i for i, g in enumerate(scenario.gpus)}
+        self._seeds = {id(g): scenario.seed + i * 7919 for i, g in enumerate(scenario.gpus)}
+        self._kinds = {id(g): _processes_by_kind(g) for g in scenario.gpus}
 
     # -- plumbing -------------------------------------------------------------------------
     def __getattr__(self, name: str) -> _Fn:
@@ -108,34 +160,6 @@ class SimLibrary:
         if name.endswith("RunningProcesses_v2"):
             return api in ("v2", "v3")
         return True
-
-    def _dispatch(self, name: str, impl: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-        with self._lock:
-            self.calls[name] += 1
-        gate = self.blocked.get(name)
-        if gate is not None:
-            gate.wait()
-        if name in ("nvmlInitWithFlags", "nvmlErrorString"):
-            return impl(*args)
-        if self._initialized <= 0:
-            return ERROR_UNINITIALIZED
-        if args and isinstance(args[0], ctypes._Pointer):  # a device handle
-            index = self._index(args[0])
-            if index is None:
-                return ERROR_INVALID_ARGUMENT
-            gpu = self.scenario.gpus[index]
-            delay = gpu.slow_calls.get(name)
-            if delay:
-                time.sleep(delay)
-            if gpu.lost_after_s is not None and self.now() >= gpu.lost_after_s:
-                return ERROR_GPU_IS_LOST
-            if name in gpu.unsupported:
-                return ERROR_NOT_SUPPORTED
-            try:
-                return impl(gpu, *args[1:])
-            except _Unsupported:
-                return ERROR_NOT_SUPPORTED
-        return impl(*args)
 
     def _index(self, handle: Any) -> int | None:
         # pynvml passes the same handle objects again and again; ctypes.cast is the slow part.
@@ -158,31 +182,46 @@ class SimLibrary:
         wave = gpu.readings.get(key)
         if wave is None:
             raise _Unsupported
-        return wave.at(self.now(), self.scenario.seed + self._gpu_seed(gpu))
+        seed = self._seeds.get(id(gpu))
+        return wave.at(self.clock.now(), self._seed(gpu) if seed is None else seed)
 
     def _int(self, gpu: SimGpu, key: str) -> int:
-        return round(self._value(gpu, key))
-
-    def _gpu_seed(self, gpu: SimGpu) -> int:
+        wave = gpu.readings.get(key)  # _value() inlined: most calls answer through here
+        if wave is None:
+            raise _Unsupported
         seed = self._seeds.get(id(gpu))
-        if seed is None:  # a GPU object not from the scenario's list: find it by value
-            seed = self.scenario.gpus.index(gpu) * 7919
-        return seed
+        return round(wave.at(self.clock.now(), self._seed(gpu) if seed is None else seed))
+
+    def _position(self, gpu: SimGpu) -> int:
+        """The GPU's place in the scenario's list."""
+        position = self._positions.get(id(gpu))
+        if position is None:  # a GPU object not from the scenario's list: find it by value
+            position = self._scenario.gpus.index(gpu)
+        return position
+
+    def _seed(self, gpu: SimGpu) -> int:
+        """The GPU's noise seed (its place in the scenario's list decides it)."""
+        seed = self._seeds.get(id(gpu))
+        return self._scenario.seed + self._position(gpu) * 7919 if seed is None else seed
 
     def _wave(self, wave: Wave, gpu: SimGpu) -> float:
-        return wave.at(self.now(), self.scenario.seed + self._gpu_seed(gpu))
+        return wave.at(self.clock.now(), self._seed(gpu))
 
     def processes(self, gpu: SimGpu, kind: str) -> list[SimProcess]:
         """The processes of this kind present on the GPU at the current scenario time."""
-        t = self.now()
-        return [
-            p
-            for p in gpu.processes
-            if p.type == kind
-            and p.start_s <= t
-            and (p.end_s is None or t < p.end_s)
-            and self._actor_alive(p.pid)
-        ]
+        t = self.clock.now()
+        known = self._kinds.get(id(gpu), {}).get(kind)
+        if known is not None and known[1] <= t < known[2]:
+            present = list(known[0])  # every one of them is present now
+        else:
+            present = [
+                p
+                for p in gpu.processes
+                if p.type == kind and p.start_s <= t and (p.end_s is None or t < p.end_s)
+            ]
+        if self.cast is None:  # no real actors: nothing else ends a context
+            return present
+        return [p for p in present if self._actor_alive(p.pid)]
 
     def set_cast(self, cast: Cast) -> None:
         """Serve the scenario's real actor processes (their PIDs are already in the scenario)."""
@@ -281,7 +320,7 @@ class SimLibrary:
         return SUCCESS
 
     def _nvmlDeviceGetMinorNumber(self, gpu: SimGpu, out: Any) -> int:
-        _put(out, self.scenario.gpus.index(gpu))
+        _put(out, self._position(gpu))
         return SUCCESS
 
     def _nvmlDeviceGetCudaComputeCapability(self, gpu: SimGpu, major: Any, minor: Any) -> int:
@@ -298,9 +337,10 @@ class SimLibrary:
         reserved = self._int(gpu, "memory_reserved_mib") * MiB
         owner = self.cast.pids.get(gpu.extra_used_by or "") if self.cast else None
         used = self._int(gpu, "extra_used_mib") * MiB if self._actor_alive(owner) else 0
+        t, seed = self.clock.now(), self._seed(gpu)
         for kind in ("compute", "graphics"):
             used += sum(
-                round(self._wave(p.used_memory_mib, gpu)) * MiB for p in self.processes(gpu, kind)
+                round(p.used_memory_mib.at(t, seed)) * MiB for p in self.processes(gpu, kind)
             )
         return total, reserved, min(used, total - reserved)
 
@@ -308,13 +348,18 @@ class SimLibrary:
         total, reserved, used = self._memory(gpu)
         mem = _target(out)
         # The v1 struct counts the driver's reservation as used.
-        mem.total, mem.used, mem.free = total, used + reserved, total - used - reserved
+        _set(mem, "total", total)
+        _set(mem, "used", used + reserved)
+        _set(mem, "free", total - used - reserved)
         return SUCCESS
 
     def _nvmlDeviceGetMemoryInfo_v2(self, gpu: SimGpu, out: Any) -> int:
         total, reserved, used = self._memory(gpu)
         mem = _target(out)
-        mem.total, mem.reserved, mem.used, mem.free = total, reserved, used, total - used - reserved
+        _set(mem, "total", total)
+        _set(mem, "reserved", reserved)
+        _set(mem, "used", used)
+        _set(mem, "free", total - used - reserved)
         return SUCCESS
 
     def _nvmlDeviceGetBAR1MemoryInfo(self, gpu: SimGpu, out: Any) -> int:
@@ -468,12 +513,13 @@ class SimLibrary:
         if array is None or n.value < len(procs):
             n.value = len(procs)
             return SUCCESS if not procs else ERROR_INSUFFICIENT_SIZE
+        t, seed = self.clock.now(), self._seed(gpu)
         for slot, proc in zip(array, procs, strict=False):
-            slot.pid = proc.pid
-            slot.usedGpuMemory = round(self._wave(proc.used_memory_mib, gpu)) * MiB
-            if hasattr(slot, "gpuInstanceId"):
-                slot.gpuInstanceId = NOT_AVAILABLE_U32
-                slot.computeInstanceId = NOT_AVAILABLE_U32
+            _set(slot, "pid", proc.pid)
+            _set(slot, "usedGpuMemory", round(proc.used_memory_mib.at(t, seed)) * MiB)
+            if hasattr(type(slot), "gpuInstanceId"):  # the v1 struct has none
+                _set(slot, "gpuInstanceId", NOT_AVAILABLE_U32)
+                _set(slot, "computeInstanceId", NOT_AVAILABLE_U32)
         n.value = len(procs)
         return SUCCESS
 
@@ -504,13 +550,31 @@ class SimLibrary:
             n.value = len(procs)
             return ERROR_INSUFFICIENT_SIZE
         stamp = int(time.time() * 1_000_000)
+        t, seed = self.clock.now(), self._seed(gpu)
         for slot, proc in zip(array, procs, strict=False):
-            slot.pid, slot.timeStamp = proc.pid, stamp
-            slot.smUtil = round(self._wave(proc.sm_util, gpu)) if proc.sm_util else 0
-            slot.memUtil = round(self._wave(proc.mem_util, gpu)) if proc.mem_util else 0
-            slot.encUtil = slot.decUtil = 0
+            _set(slot, "pid", proc.pid)
+            _set(slot, "timeStamp", stamp)
+            sm = round(proc.sm_util.at(t, seed)) if proc.sm_util else 0
+            mem = round(proc.mem_util.at(t, seed)) if proc.mem_util else 0
+            _set(slot, "smUtil", sm)
+            _set(slot, "memUtil", mem)
+            _set(slot, "encUtil", 0)
+            _set(slot, "decUtil", 0)
         n.value = len(procs)
         return SUCCESS
+
+
+def _processes_by_kind(
+    gpu: SimGpu,
+) -> dict[str, tuple[tuple[SimProcess, ...], float, float]]:
+    """Per kind: the GPU's processes, and the span of time [from, until) when all are present."""
+    out = {}
+    for kind in ("compute", "graphics"):
+        procs = tuple(p for p in gpu.processes if p.type == kind)
+        since = max((p.start_s for p in procs), default=-math.inf)
+        until = min((p.end_s for p in procs if p.end_s is not None), default=math.inf)
+        out[kind] = (procs, since, until)
+    return out
 
 
 class _Unsupported(Exception):

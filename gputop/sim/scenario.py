@@ -23,6 +23,7 @@ from gputop.model import THROTTLE_REASON_BITS
 from gputop.sim.actors import ActorSpec
 
 MiB = 1024 * 1024
+_TWO_PI = 2 * math.pi  # the same float `2 * math.pi * t` starts with
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,15 +50,17 @@ class Wave:
             return self.step_to
         value = self.base
         if self.amp:
-            value += self.amp * math.sin(2 * math.pi * t / self.period + self.phase)
+            value += self.amp * math.sin(_TWO_PI * t / self.period + self.phase)
         if self.noise:
             # Noise depends only on (seed, whole second) so repeated reads within a tick agree.
             low, high = -self.noise, self.noise
             value += low + (high - low) * _unit_random(seed * 1_000_003 + int(t))  # = uniform()
-        if self.lo is not None:
-            value = max(self.lo, value)
-        if self.hi is not None:
-            value = min(self.hi, value)
+        # As max(lo, value) and min(hi, value), without the builtin calls.
+        lo, hi = self.lo, self.hi
+        if lo is not None and not value > lo:
+            value = lo
+        if hi is not None and not value < hi:
+            value = hi
         return value
 
 

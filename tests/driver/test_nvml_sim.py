@@ -314,3 +314,27 @@ def test_wave_noise_is_the_seeded_uniform_draw_of_its_whole_second() -> None:
         draw = random.Random(seed * 1_000_003 + int(t)).uniform(-4.0, 4.0)
         assert wave.at(t, seed) == 50.0 + draw
     assert wave.at(12.1, 3) == wave.at(12.9, 3) != wave.at(13.0, 3)
+
+
+def test_a_replaced_scenario_is_served_as_if_installed(sim_source: Any, sim_clock: Any) -> None:
+    sim_clock.set(12.5)
+    source, lib = sim_source("dgx")
+    before = source.snapshot().gpus
+    reseeded = dataclasses.replace(lib.scenario, seed=99)
+    lib.scenario = reseeded  # seeds and process lists are worked out again
+    after = source.snapshot().gpus
+    fresh, _ = sim_source(reseeded)
+    assert after == fresh.snapshot().gpus
+    assert [g.utilization_gpu_percent for g in after] != [g.utilization_gpu_percent for g in before]
+
+
+@pytest.mark.parametrize("value", [-5.0, -0.0, 0.0, 3.0, 10.0, 12.0, float("nan")])
+def test_wave_bounds_are_max_and_min(value: float) -> None:
+    both, lo, hi = (
+        Wave(base=value, lo=0.0, hi=10.0),
+        Wave(base=value, lo=0.0),
+        Wave(base=value, hi=10.0),
+    )
+    assert both.at(1.0, 0) == min(10.0, max(0.0, value))
+    assert str(lo.at(1.0, 0)) == str(max(0.0, value))  # str: tells -0.0 from 0.0
+    assert str(hi.at(1.0, 0)) == str(min(10.0, value))

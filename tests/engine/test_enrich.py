@@ -217,6 +217,30 @@ def test_process_on_two_gpus_is_one_row(spawner: Spawner) -> None:
     assert row.sm_util_percent == 20
 
 
+def test_row_sums_and_maxima_skip_unknown_values(spawner: Spawner) -> None:
+    proc = spawner.start("import time; time.sleep(120)")
+    known = {"used_memory_bytes": GiB, "sm_util_percent": 30, "memory_util_percent": 5}
+    contexts = [known, {}, {**known, "sm_util_percent": 40, "memory_util_percent": None}]
+    gpus = tuple(
+        make_gpu(
+            i,
+            processes=(GpuProcess(pid=proc.pid, gpu_index=i, type=ProcessType.COMPUTE, **c),),
+        )
+        for i, c in enumerate(contexts)
+    )
+    row = _row(enrich(make_snapshot(gpus=gpus)), proc.pid)
+    assert row.gpu_indices == (0, 1, 2)
+    assert row.type is ProcessType.COMPUTE
+    assert row.used_memory_bytes == row.peak_memory_bytes == 2 * GiB
+    assert (row.sm_util_percent, row.memory_util_percent) == (40, 5)
+    unknown = make_gpu(
+        0, processes=(GpuProcess(pid=proc.pid, gpu_index=0, type=ProcessType.COMPUTE),)
+    )
+    row = _row(enrich(make_snapshot(gpus=(unknown,))), proc.pid)
+    assert (row.used_memory_bytes, row.peak_memory_bytes, row.sm_util_percent) == (None,) * 3
+    assert row.memory_util_percent is None
+
+
 def test_listed_pid_holding_no_device_is_suspect(spawner: Spawner, dev_dir: Path) -> None:
     # In a container the driver's PID can name an unrelated local process: it holds no device.
     proc = spawner.start("import time; time.sleep(120)")

@@ -6,6 +6,7 @@ import os
 import pwd
 import subprocess
 
+import psutil
 import pytest
 
 from gputop.errors import GputopError
@@ -118,3 +119,93 @@ def test_second_read_reuses_the_cached_process() -> None:
     assert first.create_time == again.create_time
     assert again.cpu_percent is not None
     assert len(reader) == 1
+
+
+# A process name with ") " in it: /proc/PID/stat must be parsed from the last parenthesis.
+ODD_NAME = """
+import ctypes, time
+ctypes.CDLL(None).prctl(15, b"x) y z (1", 0, 0, 0)  # PR_SET_NAME
+print("ready", flush=True)
+time.sleep(120)
+"""
+
+
+def _count_new_processes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The PIDs of every psutil.Process built from now on (psutil's own included)."""
+    built: list[int] = []
+
+    class Counting(psutil.Process):
+        def __init__(self, pid: int | None = None) -> None:
+            built.append(pid or 0)
+            super().__init__(pid)
+
+    monkeypatch.setattr(psutil, "Process", Counting)
+    return built
+
+
+def test_reader_reads_a_cached_process_without_a_new_psutil_process(
+    spawner: Spawner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proc = spawner.ready(ODD_NAME)
+    reader = ProcReader()
+    first = reader.read_many([proc.pid])[proc.pid]
+    built = _count_new_processes(monkeypatch)
+    again = reader.read_many([proc.pid])[proc.pid]
+    assert built == []
+    assert again.name == first.name == "x) y z (1"
+    assert again.ppid == first.ppid == os.getpid()
+    assert again.create_time == first.create_time
+    assert again.cpu_percent is not None and first.cpu_percent is None
+    assert (again.user, again.uid, again.cmdline, again.note) == (
+        first.user,
+        first.uid,
+        first.cmdline,
+        first.note,
+    )
+
+
+def test_reader_builds_no_process_for_a_pid_that_is_not_here(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    foreign = 5_000_001  # above the kernel's PID_MAX_LIMIT: never a PID in this namespace
+    built = _count_new_processes(monkeypatch)
+    info = ProcReader().read(foreign)
+    assert not info.visible
+    assert info.note is not None and "namespace" in info.note
+    assert built == []
+
+
+def test_reader_follows_a_process_to_zombie_and_gone(spawner: Spawner) -> None:
+    proc = spawner.start("import time; time.sleep(120)")
+    reader = ProcReader()
+    assert reader.read_many([proc.pid])[proc.pid].status != "zombie"
+    proc.kill()  # not reaped yet: a zombie with the same PID and start time
+    assert wait_until(lambda: reader.read_many([proc.pid])[proc.pid].status == "zombie")
+    assert len(reader) == 1
+    proc.wait()
+    gone = reader.read_many([proc.pid])[proc.pid]
+    assert not gone.visible
+    assert gone.note is not None and "namespace" in gone.note
+    assert len(reader) == 0
+    assert not reader.read(proc.pid).visible  # read() too: a result, not an exception
+
+
+def test_reader_reads_a_reused_pid_as_a_new_process(spawner: Spawner) -> None:
+    proc = spawner.start("import time; time.sleep(120)")
+    reader = ProcReader()
+    reader.read(proc.pid)
+    assert reader.read(proc.pid).cpu_percent is not None
+    # The kernel hands out a PID again only after wrapping around, so make the reader remember
+    # an older process at this PID instead: another create time and another /proc start time.
+    key, _ = reader._at_pid[proc.pid]
+    older = (proc.pid, key[1] - 60.0)
+    reader._cache[older] = reader._cache.pop(key)
+    reader._at_pid[proc.pid] = (older, b"1")
+    info = reader.read(proc.pid)
+    assert info.visible
+    assert info.cpu_percent is None  # nothing carried over from the older process
+    assert info.create_time == key[1]
+    assert set(reader._cache) == {older, key}
+    reader.read_many([proc.pid])
+    assert set(reader._cache) == {key}
+    assert reader.read(proc.pid).cpu_percent is not None  # and it is cached from now on

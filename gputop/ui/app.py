@@ -12,6 +12,7 @@ from rich.text import Text
 from textual import events, on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.driver import Driver
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
@@ -118,6 +119,15 @@ class GputopApp(App[int]):
         self.unattributed = Static("", id="unattributed")
         self.filter_box = Input(placeholder="filter: pid, user, command or state", id="filter")
         self.too_small = Static("", id="too-small")
+
+    def get_driver_class(self) -> type[Driver]:
+        driver = super().get_driver_class()
+        if driver.__module__ != "textual.drivers.linux_driver":
+            return driver  # Windows, or a driver chosen with TEXTUAL_DRIVER
+        # Textual's Linux input thread wakes ten times a second even when nobody types.
+        from gputop.ui.driver import CalmLinuxDriver  # imports termios: Unix only
+
+        return CalmLinuxDriver
 
     # -- layout -------------------------------------------------------------------------
     def get_default_screen(self) -> Screen[Any]:

@@ -1,0 +1,181 @@
+"""The quiet input thread: keys and a lone Esc still arrive, it sleeps while idle, quits at once.
+
+Unit tests drive ``read_input`` through a pipe; the end-to-end test runs the real dashboard on a
+pseudo-terminal, as a person would.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import select
+import selectors
+import struct
+import subprocess
+import sys
+import termios
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from textual import events
+from textual._xterm_parser import XTermParser
+from textual.drivers.linux_driver import LinuxDriver
+from textual.message import Message
+
+from gputop.ui.app import make_app
+from gputop.ui.driver import CalmLinuxDriver, WakingEvent, read_input
+
+
+class Reader:
+    """read_input() on its own thread, reading a pipe; counts its select() calls."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.events: list[Message] = []
+        self.selects = 0
+        original = selectors.SelectSelector.select
+
+        def counting(selector: selectors.SelectSelector, timeout: float | None = None) -> list:
+            self.selects += 1
+            return original(selector, timeout)
+
+        monkeypatch.setattr(selectors.SelectSelector, "select", counting)
+        self.input_r, self.input_w = os.pipe()
+        self.wake_r, wake_w = os.pipe()
+        self.stop = WakingEvent()
+        self.stop.attach(wake_w)
+        self.thread = threading.Thread(
+            target=read_input,
+            args=(self.input_r, self.wake_r, self.stop, XTermParser(), self.events.append),
+            daemon=True,
+        )
+        self.thread.start()
+
+    def type(self, data: bytes) -> None:
+        os.write(self.input_w, data)
+
+    def keys(self) -> list[str]:
+        return [e.key for e in self.events if isinstance(e, events.Key)]
+
+    def wait_for_keys(self, count: int, timeout_s: float = 2.0) -> list[str]:
+        deadline = time.monotonic() + timeout_s
+        while len(self.keys()) < count and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self.keys()
+
+
+@pytest.fixture
+def reader(monkeypatch: pytest.MonkeyPatch) -> Iterator[Reader]:
+    r = Reader(monkeypatch)
+    yield r
+    r.stop.set()
+    r.thread.join(2)
+    for fd in (r.input_r, r.input_w, r.wake_r):
+        os.close(fd)
+
+
+def test_keys_arrive(reader: Reader) -> None:
+    reader.type(b"q")
+    reader.type(b"\x1b[A")  # up arrow: an escape sequence completed at once
+    assert reader.wait_for_keys(2) == ["q", "up"]
+
+
+def test_a_lone_escape_becomes_a_key_after_the_escape_delay(reader: Reader) -> None:
+    reader.type(b"\x1b")
+    assert reader.wait_for_keys(1) == ["escape"]
+
+
+def test_the_thread_sleeps_while_nobody_types(reader: Reader) -> None:
+    reader.type(b"x")
+    assert reader.wait_for_keys(1) == ["x"]
+    time.sleep(0.05)
+    before = reader.selects
+    time.sleep(0.6)  # Textual's own loop would have woken six times
+    assert reader.selects - before <= 1
+    assert reader.thread.is_alive()
+
+
+def test_setting_the_stop_event_ends_the_thread_at_once(reader: Reader) -> None:
+    time.sleep(0.05)  # asleep in select() with no timeout
+    started = time.monotonic()
+    reader.stop.set()
+    reader.thread.join(2)
+    assert not reader.thread.is_alive()
+    assert time.monotonic() - started < 0.5
+
+
+def test_the_dashboard_uses_the_calm_driver_on_linux(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TEXTUAL_DRIVER", raising=False)
+    driver = make_app(None, start_sampler=False).get_driver_class()
+    assert driver is CalmLinuxDriver and issubclass(driver, LinuxDriver)
+
+
+def _tasks(pid: int) -> dict[str, tuple[str, int]]:
+    """Each thread's kernel wait channel and voluntary context switches."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            wchan = (task / "wchan").read_text()
+            status = (task / "status").read_text()
+        except OSError:
+            continue
+        switches = next(
+            int(line.split()[1])
+            for line in status.splitlines()
+            if line.startswith("voluntary_ctxt_switches")
+        )
+        out[task.name] = (wchan, switches)
+    return out
+
+
+def test_the_real_dashboard_on_a_terminal_idles_quietly_and_quits_at_once() -> None:
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TEXTUAL", "GPUTOP"))}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gputop", "--demo"],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env={**env, "TERM": "xterm-256color"},
+        start_new_session=True,
+    )
+    os.close(slave)
+    screen = b""
+
+    def read_for(seconds: float) -> None:
+        nonlocal screen
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if select.select([master], [], [], 0.05)[0]:
+                try:
+                    screen += os.read(master, 65536)
+                except OSError:
+                    return
+
+    try:
+        deadline = time.monotonic() + 30
+        while b"DEMO" not in screen and time.monotonic() < deadline:
+            read_for(0.1)
+        assert b"DEMO" in screen
+        before = _tasks(proc.pid)
+        read_for(1.5)
+        after = _tasks(proc.pid)
+        # The input thread is the one asleep in select(); "0" where the kernel hides wchan.
+        selecting = [t for t, (wchan, _) in after.items() if "poll" in wchan or "select" in wchan]
+        if selecting:
+            assert any(after[t][1] - before.get(t, ("", 0))[1] <= 2 for t in selecting)
+        os.write(master, b"q")
+        started = time.monotonic()
+        while proc.poll() is None and time.monotonic() - started < 10:
+            read_for(0.05)
+        assert proc.wait(timeout=10) == 0
+        assert time.monotonic() - started < 3
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)

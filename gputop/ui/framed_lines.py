@@ -13,7 +13,7 @@ Textual's path.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -23,6 +23,8 @@ from textual.filter import LineFilter
 from textual.geometry import Region, Spacing
 from textual.strip import Strip
 from textual.widget import Widget
+
+from gputop.ui.bare_strip import bare_strip
 
 # A plain mixin at run time: Textual follows only the first DOMNode base of a class for default
 # CSS, type selectors and bindings, so a Widget subclass here would hide ScrollView's.
@@ -57,6 +59,17 @@ class FramedLines(_Base):
     _frame: _Frame | None = None
     _frame_version = 0
     _joined: dict[int, tuple[Strip, Strip]]
+
+    def refresh_rows(self, rows: Iterable[int]) -> None:
+        """Repaint these content rows (viewport y), each as a whole widget row, edges included.
+
+        Textual writes a refreshed row from the widget's left edge; when the dirty region starts
+        inside the border it first cuts a new strip (~20 µs a row). Dirtying the whole row lets
+        it write the joined row as it is.
+        """
+        left = self.styles.gutter.left
+        width = self.outer_size.width
+        self.refresh(*(Region(-left, y, width, 1) for y in rows))
 
     def notify_style_update(self) -> None:
         self._frame_version += 1
@@ -106,7 +119,7 @@ class FramedLines(_Base):
             segments = list(fitted)
             for line_filter in filters:
                 segments = line_filter.apply(segments, frame.background)
-            row = Strip([*frame.left, *segments, *frame.right], width)  # one Strip, not three
+            row = bare_strip([*frame.left, *segments, *frame.right], width)  # one Strip, not three
             joined[y] = (content, row)
             strips.append(row)
 

@@ -12,6 +12,8 @@ from rich.style import Style
 from rich.text import Text
 from textual.strip import Strip
 
+from gputop.ui.bare_strip import bare_strip
+
 ELLIPSIS = "…"
 
 
@@ -49,10 +51,10 @@ class Line:
                 return Strip([], 0)
             cut = list(Strip(segments, length).crop(0, width - 1))
             mark = cut[-1].style if cut else base  # the ellipsis keeps the cut text's style
-            return Strip([*cut, Segment(ELLIPSIS, mark)], width)
+            return bare_strip([*cut, Segment(ELLIPSIS, mark)], width)
         if length < width:
             segments.append(Segment(" " * (width - length), base))
-        return Strip(segments, width)
+        return bare_strip(segments, width)
 
     def to_text(self) -> Text:
         """The same line as rich Text (for tests and anything that wants markup-free text)."""

@@ -144,8 +144,8 @@ def test_rows_update_in_place_repainting_only_changed_lines() -> None:
         table = app.table
         await pilot.press("down")  # cursor on 101
         repainted: list[int] = []
-        original = table.refresh_line
-        table.refresh_line = lambda y: repainted.append(y) or original(y)  # type: ignore[method-assign]
+        original = table.refresh_rows
+        table.refresh_rows = lambda ys: repainted.extend(ys) or original(ys)  # type: ignore[method-assign]
         changed = replace(SAMPLE_ROWS[2], info=replace(SAMPLE_ROWS[2].info, cpu_percent=55.0))
         app.post_message(
             SnapshotReady(snapshot((*SAMPLE_ROWS[:2], changed, SAMPLE_ROWS[3]), seq=2))

@@ -13,7 +13,7 @@ from enum import StrEnum
 from rich.style import Style
 from rich.text import Text
 from textual import events
-from textual.geometry import Region, Size
+from textual.geometry import Size
 from textual.message import Message
 from textual.reactive import reactive
 from textual.strip import Strip
@@ -176,7 +176,7 @@ class GpuPanel(FramedLines, Widget, can_focus=True):
         if full:
             self.refresh()
         elif changed:
-            self.refresh(*(Region(0, y, size.width, 1) for y in changed))
+            self.refresh_rows(changed)
 
     def _build(self, size: Size, *, full: bool) -> list[int]:
         """Make the strips of lines whose text or styles changed; returns their numbers."""

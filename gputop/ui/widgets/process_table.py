@@ -21,6 +21,7 @@ from textual.strip import Strip
 
 from gputop.model import ProcessRow, Snapshot
 from gputop.ui import rows as R
+from gputop.ui.bare_strip import bare_strip
 from gputop.ui.framed_lines import FramedLines
 
 GAP = 2  # spaces between columns
@@ -247,8 +248,8 @@ class ProcessTable(FramedLines, ScrollView, can_focus=True):
         if full:
             self.refresh()
         else:
-            for i in changed:
-                self.refresh_line(i + 1)
+            scroll_y = int(self.scroll_y)
+            self.refresh_rows([i + 1 - scroll_y for i in changed])
 
     def _grow_widths(self, shown: Iterable[_Shown], *, reset: bool) -> dict[R.Column, int]:
         """Column widths only grow between view changes, so columns don't jitter per tick."""
@@ -315,7 +316,7 @@ class ProcessTable(FramedLines, ScrollView, can_focus=True):
         cached = self._painted.get(y)
         if cached is not None and cached[0] == line and cached[1] == style:
             return cached[2]  # the same object: FramedLines reuses the joined row
-        strip = Strip([Segment(line, style)], width)
+        strip = bare_strip([Segment(line, style)], width)
         self._painted[y] = (line, style, strip)
         return strip
 

@@ -89,9 +89,8 @@ def _read_all(path: str) -> bytes:
     return b"".join(chunks)
 
 
-def _mapped_targets(maps_path: str, prefix: str) -> set[str]:
-    """Device files mapped into memory (still held after the fd is closed)."""
-    data = _read_all(maps_path)
+def _mapped_targets(data: bytes, prefix: str) -> set[str]:
+    """Device files mapped into memory (still held after the fd is closed), from maps text."""
     needle = prefix.encode()
     if needle not in data:  # the common case: one C-level search, no line parsing
         return set()
@@ -107,13 +106,24 @@ def _scan_pid(proc_dir: str, prefix: str) -> tuple[set[str], bool]:
     """(device files held, whether anything was denied) for one /proc/PID directory."""
     found: set[str] = set()
     denied = False
-    for reader, name in ((_fd_targets, "fd"), (_mapped_targets, "maps")):
-        try:
-            found |= reader(os.path.join(proc_dir, name), prefix)
-        except PermissionError:
-            denied = True
-        except OSError:  # vanished mid-scan, or a kernel thread with nothing to read
-            pass
+    try:
+        maps = _read_all(os.path.join(proc_dir, "maps"))
+    except PermissionError:
+        denied = True
+    except OSError:  # vanished mid-scan
+        return found, denied
+    else:
+        if not maps:
+            # No memory map: a kernel thread or a zombie, which have no open files either.
+            # Most PIDs on a big box are kernel threads; this skips their fd directories.
+            return found, denied
+        found |= _mapped_targets(maps, prefix)
+    try:
+        found |= _fd_targets(os.path.join(proc_dir, "fd"), prefix)
+    except PermissionError:
+        denied = True
+    except OSError:  # vanished mid-scan
+        pass
     return found, denied
 
 

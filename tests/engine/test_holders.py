@@ -51,16 +51,18 @@ def test_fake_proc_tree(tmp_path: Path) -> None:
     dev = tmp_path / "dev"
     dev.mkdir()
     proc = tmp_path / "proc"
+    python = "00400000-00452000 r-xp 00000000 08:02 173521 /usr/bin/python\n"
     maps_line = f"7f00-7f01 rw-s 00000000 00:05 123   {dev}/nvidia-uvm (deleted)\n"
-    _fake_proc(proc, 10, {"0": "/dev/null", "5": f"{dev}/nvidia1"}, "")
-    _fake_proc(
-        proc, 11, {}, "00400000-00452000 r-xp 00000000 08:02 173521 /usr/bin/python\n" + maps_line
-    )
-    _fake_proc(proc, 12, {"3": "socket:[1234]"}, "")
+    _fake_proc(proc, 10, {"0": "/dev/null", "5": f"{dev}/nvidia1"}, python)
+    _fake_proc(proc, 11, {}, python + maps_line)
+    _fake_proc(proc, 12, {"3": "socket:[1234]"}, python)
+    # No memory map: a kernel thread or a zombie, which hold no files; its fds are not read.
+    _fake_proc(proc, 13, {"5": f"{dev}/nvidia0"}, "")
     (proc / "self").mkdir()  # not a PID: ignored
     scan = scan_holders(str(dev), proc_root=str(proc))
     assert scan.holders == {10: (f"{dev}/nvidia1",), 11: (f"{dev}/nvidia-uvm",)}
-    assert scan.scanned == 3
+    assert scan.scanned == 4
+    assert scan.denied == 0
 
 
 def test_missing_proc_root_is_a_note(tmp_path: Path) -> None:

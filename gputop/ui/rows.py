@@ -6,7 +6,7 @@ The widget (widgets/process_table.py) only diffs these cells into a DataTable.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -82,23 +82,25 @@ def _runtime_s(row: ProcessRow, now_wall: float) -> float | None:
     return None if ct is None else max(0.0, now_wall - ct)
 
 
+_SORT_VALUES: dict[Column, Callable[[ProcessRow, float], object]] = {
+    Column.GPU: lambda r, _: r.gpu_indices[0] if r.gpu_indices else None,
+    Column.PID: lambda r, _: r.pid,
+    Column.USER: lambda r, _: r.info.user,
+    Column.TYPE: lambda r, _: r.type.value if r.type else None,
+    Column.MEM: lambda r, _: r.used_memory_bytes,
+    Column.PEAK: lambda r, _: r.peak_memory_bytes,
+    Column.SM: lambda r, _: r.sm_util_percent,
+    Column.CPU: lambda r, _: r.info.cpu_percent,
+    Column.HOST: lambda r, _: r.info.host_rss_bytes,
+    Column.TIME: _runtime_s,
+    Column.STATE: lambda r, _: r.state.value,
+    Column.COMMAND: lambda r, _: r.info.command,
+}
+
+
 def sort_value(row: ProcessRow, column: Column, now_wall: float) -> tuple[int, object]:
     """A sort key for ``column``; unknown values always sort last-ish (before known ones)."""
-    values: dict[Column, object] = {
-        Column.GPU: row.gpu_indices[0] if row.gpu_indices else None,
-        Column.PID: row.pid,
-        Column.USER: row.info.user,
-        Column.TYPE: row.type.value if row.type else None,
-        Column.MEM: row.used_memory_bytes,
-        Column.PEAK: row.peak_memory_bytes,
-        Column.SM: row.sm_util_percent,
-        Column.CPU: row.info.cpu_percent,
-        Column.HOST: row.info.host_rss_bytes,
-        Column.TIME: _runtime_s(row, now_wall),
-        Column.STATE: row.state.value,
-        Column.COMMAND: row.info.command,
-    }
-    value = values[column]
+    value = _SORT_VALUES[column](row, now_wall)
     return (0, 0) if value is None else (1, value)
 
 

@@ -86,3 +86,24 @@ def test_other_namespace_state_is_shortened() -> None:
     row = proc_row(9, states=(ProcState.NAMESPACE,))
     cols = (R.Column.STATE,)
     assert R.cells(row, depth=0, now_wall=BASE_WALL, tagged=False, cols=cols) == ("other-ns",)
+
+
+def test_every_column_sorts_by_its_own_value() -> None:
+    rows = [
+        proc_row(
+            7, user="zed", gpu=1, mem_gib=1, cpu=90.0, cmd=("zsh",), create_time=BASE_WALL - 9
+        ),
+        proc_row(
+            8, user="amy", gpu=0, mem_gib=3, cpu=5.0, cmd=("awk",), create_time=BASE_WALL - 99
+        ),
+    ]
+    first = {
+        c: R.ordered(rows, R.TableView(sort=c, reverse=False), BASE_WALL)[0][0].pid
+        for c in R.Column
+    }
+    assert first[R.Column.GPU] == first[R.Column.USER] == first[R.Column.CPU] == 8
+    assert first[R.Column.COMMAND] == 8
+    assert first[R.Column.MEM] == first[R.Column.PEAK] == first[R.Column.PID] == 7
+    assert first[R.Column.TIME] == 7  # it started most recently
+    for column in R.Column:  # every column has a sort value (no KeyError), known before unknown
+        assert R.sort_value(rows[0], column, BASE_WALL)[0] in (0, 1)

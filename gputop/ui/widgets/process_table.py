@@ -237,8 +237,14 @@ class ProcessTable(FramedLines, ScrollView, can_focus=True):
         self._widths = widths
         changed = [i for i, k in enumerate(order) if full or shown[k] != self._shown.get(k)]
         self._order, self._shown = order, shown
-        self._lines = {k: self._line(v.cells) for k, v in shown.items()}
-        self._header_text = self._header_line()
+        if full:
+            self._lines = {k: self._line(v.cells) for k, v in shown.items()}
+            self._header_text = self._header_line()
+        else:  # same widths and order: only the changed rows' text is new
+            lines = self._lines
+            for i in changed:
+                key = order[i]
+                lines[key] = self._line(shown[key].cells)
         width = 1 + sum(widths.values()) + GAP * (len(self._cols) - 1)
         self.virtual_size = Size(width, len(order) + 1)
         if keep in order:
@@ -314,7 +320,7 @@ class ProcessTable(FramedLines, ScrollView, can_focus=True):
             text, style = self._lines[key], self._row_style(key, index, base)
         line = text[scroll_x : scroll_x + width].ljust(width)
         cached = self._painted.get(y)
-        if cached is not None and cached[0] == line and cached[1] == style:
+        if cached is not None and cached[0] == line and cached[1] is style:
             return cached[2]  # the same object: FramedLines reuses the joined row
         strip = bare_strip([Segment(line, style)], width)
         self._painted[y] = (line, style, strip)

@@ -69,7 +69,9 @@ class FramedLines(_Base):
         """
         left = self.styles.gutter.left
         width = self.outer_size.width
-        self.refresh(*(Region(-left, y, width, 1) for y in rows))
+        regions = [Region(-left, y, width, 1) for y in rows]
+        if regions:  # refresh() with no region would repaint the whole widget
+            self.refresh(*regions)
 
     def notify_style_update(self) -> None:
         self._frame_version += 1

@@ -149,6 +149,27 @@ def test_a_panel_repaints_only_the_lines_whose_text_changed() -> None:
     run(body, size=(200, 60))
 
 
+def test_the_table_repaints_nothing_when_no_row_changed() -> None:
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        table = app.table
+        refreshed: list[tuple[Region, ...]] = []
+        original = table.refresh
+
+        def spy(*regions: Region, **kwargs: Any) -> Widget:
+            refreshed.append(regions)
+            return original(*regions, **kwargs)
+
+        table.refresh = spy  # type: ignore[method-assign]
+        table.update_snapshot(snapshot(SAMPLE_ROWS, seq=2))  # the rows on screen, again
+        assert refreshed == []  # (a refresh with no region would repaint the whole table)
+        busier = replace(SAMPLE_ROWS[1], sm_util_percent=77)
+        table.update_snapshot(snapshot((SAMPLE_ROWS[0], busier, *SAMPLE_ROWS[2:]), seq=3))
+        assert len(refreshed) == 1 and len(refreshed[0]) == 1  # that one row, edges included
+        assert refreshed[0][0].width == table.outer_size.width
+
+    run(body, size=(200, 60))
+
+
 def test_sparklines_span_minutes_and_the_memory_line_rests_while_memory_is_flat() -> None:
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
         panel = app.query_one("#gpu-0", GpuPanel)

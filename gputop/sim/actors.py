@@ -50,6 +50,7 @@ if role == "zombie-parent":
     child = os.fork()
     if child == 0:
         os._exit(0)
+    os.waitid(os.P_PID, child, os.WEXITED | os.WNOWAIT)  # it has exited: a zombie, not reaped
     print("ready", child, flush=True)
     linger()
 elif role == "orphan":
@@ -148,4 +149,7 @@ def start_cast(specs: tuple[ActorSpec, ...], device_names: tuple[str, ...]) -> C
             proc.wait(timeout=5)  # its parent exits at once: the child is now an orphan
         if spec.role == "stopped":
             os.kill(cast.pids[spec.name], signal.SIGSTOP)
+            # Signals arrive asynchronously: return once it is really stopped (WNOWAIT leaves
+            # the stop to be seen by anyone else who asks).
+            os.waitid(os.P_PID, cast.pids[spec.name], os.WSTOPPED | os.WNOWAIT)
     return cast

@@ -54,10 +54,12 @@ def read_input(
                 if key.fd == wake_fd:
                     os.read(wake_fd, 64)  # it only wakes the loop to look at ``stop``
                     continue
-                data = decode(os.read(fileno, 4096))
-                if data:
-                    for event in parser.feed(data):
-                        deliver(event)
+                raw = os.read(fileno, 4096)
+                if not raw:  # end of input (stdin was not a terminal): stop watching it
+                    selector.unregister(fileno)
+                    continue
+                for event in parser.feed(decode(raw)):
+                    deliver(event)
             for event in parser.tick():
                 deliver(event)
     finally:

@@ -179,3 +179,15 @@ def test_the_real_dashboard_on_a_terminal_idles_quietly_and_quits_at_once() -> N
             proc.kill()
             proc.wait()
         os.close(master)
+
+
+def test_end_of_input_does_not_spin(reader: Reader) -> None:
+    reader.type(b"q")
+    assert reader.wait_for_keys(1) == ["q"]
+    os.close(reader.input_w)
+    reader.input_w = os.open(os.devnull, os.O_WRONLY)  # the fixture closes something
+    time.sleep(0.1)
+    before = reader.selects
+    time.sleep(0.5)
+    assert reader.selects - before <= 1  # EOF stays readable: watching it would spin
+    assert reader.thread.is_alive()

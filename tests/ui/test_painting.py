@@ -170,6 +170,39 @@ def test_the_table_repaints_nothing_when_no_row_changed() -> None:
     run(body, size=(200, 60))
 
 
+def visible_pids(app: GputopApp) -> list[int]:
+    return [int(k.split(":")[0]) for k in app.table.visible_keys()]
+
+
+def test_a_re_sort_repaints_the_rows_that_moved_not_the_table() -> None:
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        table = app.table
+        assert visible_pids(app) == [100, 101, 102, 103]  # GPU memory, largest first
+        whole: list[bool] = []
+        rows: list[int] = []
+        original_refresh, original_rows = table.refresh, table.refresh_rows
+
+        def spy(*regions: Region, **kwargs: Any) -> Widget:
+            whole.append(not regions)
+            return original_refresh(*regions, **kwargs)
+
+        def spy_rows(ys: list[int]) -> None:
+            rows.extend(ys)
+            original_rows(ys)
+
+        table.refresh = spy  # type: ignore[method-assign]
+        table.refresh_rows = spy_rows  # type: ignore[method-assign]
+        bigger = replace(SAMPLE_ROWS[1], used_memory_bytes=200 * 1024**3)
+        table.update_snapshot(snapshot((SAMPLE_ROWS[0], bigger, *SAMPLE_ROWS[2:]), seq=2))
+        assert visible_pids(app) == [101, 100, 102, 103]
+        assert not any(whole)  # no whole-table repaint for a re-sort
+        assert rows == [1, 2]  # the two rows that swapped (line 0 is the header)
+        assert table.cursor == 1 and table.current is not None and table.current.pid == 100
+        assert " 101 " in table.render_line(1).text and " 100 " in table.render_line(2).text
+
+    run(body, size=(200, 60))
+
+
 def test_sparklines_span_minutes_and_the_memory_line_rests_while_memory_is_flat() -> None:
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
         panel = app.query_one("#gpu-0", GpuPanel)

@@ -233,18 +233,21 @@ class ProcessTable(FramedLines, ScrollView, can_focus=True):
             )
             shown[key] = _Shown(cells=cells, stuck=row.stuck, tagged=tagged)
         widths = self._grow_widths(shown.values(), reset=full)
-        full = full or widths != self._widths or order != self._order
+        full = full or widths != self._widths
         self._widths = widths
-        changed = [i for i, k in enumerate(order) if full or shown[k] != self._shown.get(k)]
-        self._order, self._shown = order, shown
+        old_order, old_shown, old_cursor = self._order, self._shown, self.cursor
         if full:
             self._lines = {k: self._line(v.cells) for k, v in shown.items()}
             self._header_text = self._header_line()
-        else:  # same widths and order: only the changed rows' text is new
-            lines = self._lines
-            for i in changed:
-                key = order[i]
-                lines[key] = self._line(shown[key].cells)
+        else:
+            # Same column widths: a row's text is new only if its cells changed. Rows that only
+            # moved (a re-sort as memory changes) keep their text and repaint at their new place.
+            old_lines = self._lines
+            self._lines = {
+                k: old_lines[k] if k in old_lines and v == old_shown.get(k) else self._line(v.cells)
+                for k, v in shown.items()
+            }
+        self._order, self._shown = order, shown
         width = 1 + sum(widths.values()) + GAP * (len(self._cols) - 1)
         self.virtual_size = Size(width, len(order) + 1)
         if keep in order:
@@ -253,9 +256,21 @@ class ProcessTable(FramedLines, ScrollView, can_focus=True):
             self.cursor = max(0, min(self.cursor, len(order) - 1))
         if full:
             self.refresh()
-        else:
-            scroll_y = int(self.scroll_y)
-            self.refresh_rows([i + 1 - scroll_y for i in changed])
+            return
+        # Repaint the screen rows whose process, text or cursor highlight changed; rows past the
+        # end of the shorter list are repainted too (blank, or a new row).
+        changed = [
+            i
+            for i in range(max(len(order), len(old_order)))
+            if i >= len(order)
+            or i >= len(old_order)
+            or order[i] != old_order[i]
+            or shown[order[i]] != old_shown[order[i]]
+        ]
+        if self.cursor != old_cursor:
+            changed += [old_cursor, self.cursor]
+        scroll_y = int(self.scroll_y)
+        self.refresh_rows(sorted({i + 1 - scroll_y for i in changed}))
 
     def _grow_widths(self, shown: Iterable[_Shown], *, reset: bool) -> dict[R.Column, int]:
         """Column widths only grow between view changes, so columns don't jitter per tick."""

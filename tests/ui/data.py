@@ -94,3 +94,8 @@ def run(
 
 def _run(coro: Coroutine[Any, Any, None]) -> None:
     asyncio.run(coro)
+
+
+def visible_pids(app: GputopApp) -> list[int]:
+    """The PIDs of the table's rows, top to bottom."""
+    return [int(k.split(":")[0]) for k in app.table.visible_keys()]

@@ -22,11 +22,7 @@ from gputop.ui.widgets.gpu_panel import GpuPanel
 from gputop.ui.widgets.header import HeaderBar
 from gputop.ui.widgets.process_table import ProcessTable
 from tests.fakes import FakeSource, lost_gpu, make_gpu
-from tests.ui.data import SAMPLE_ROWS, proc_row, run, snapshot
-
-
-def visible_pids(app: GputopApp) -> list[int]:
-    return [int(k.split(":")[0]) for k in app.table.visible_keys()]
+from tests.ui.data import SAMPLE_ROWS, proc_row, run, snapshot, visible_pids
 
 
 def header_text(app: GputopApp) -> str:

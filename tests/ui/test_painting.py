@@ -20,7 +20,7 @@ from gputop.ui.framed_lines import FramedLines
 from gputop.ui.line import Line
 from gputop.ui.widgets.gpu_panel import GpuPanel
 from tests.fakes import make_gpu
-from tests.ui.data import SAMPLE_ROWS, run, snapshot
+from tests.ui.data import SAMPLE_ROWS, run, snapshot, visible_pids
 
 RED = Style(color="red")
 
@@ -126,18 +126,24 @@ def test_a_changed_panel_title_is_painted() -> None:
 
 
 # -- only changed lines are repainted ---------------------------------------------------------
+def spy_refresh(widget: Widget) -> list[tuple[Region, ...]]:
+    """Records the regions of each ``widget.refresh()`` call (() for a whole-widget refresh)."""
+    refreshed: list[tuple[Region, ...]] = []
+    original = widget.refresh
+
+    def spy(*regions: Region, **kwargs: Any) -> Widget:
+        refreshed.append(regions)
+        return original(*regions, **kwargs)
+
+    widget.refresh = spy  # type: ignore[method-assign]
+    return refreshed
+
+
 def test_a_panel_repaints_only_the_lines_whose_text_changed() -> None:
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
         panel = app.query_one("#gpu-0", GpuPanel)
         assert panel.has_class("-full")
-        refreshed: list[tuple[Region, ...]] = []
-        original = panel.refresh
-
-        def spy(*regions: Region, **kwargs: Any) -> Widget:
-            refreshed.append(regions)
-            return original(*regions, **kwargs)
-
-        panel.refresh = spy  # type: ignore[method-assign]
+        refreshed = spy_refresh(panel)
         sample = panel.sample
         assert sample is not None
         panel.show(sample, app.history)
@@ -152,14 +158,7 @@ def test_a_panel_repaints_only_the_lines_whose_text_changed() -> None:
 def test_the_table_repaints_nothing_when_no_row_changed() -> None:
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
         table = app.table
-        refreshed: list[tuple[Region, ...]] = []
-        original = table.refresh
-
-        def spy(*regions: Region, **kwargs: Any) -> Widget:
-            refreshed.append(regions)
-            return original(*regions, **kwargs)
-
-        table.refresh = spy  # type: ignore[method-assign]
+        refreshed = spy_refresh(table)
         table.update_snapshot(snapshot(SAMPLE_ROWS, seq=2))  # the rows on screen, again
         assert refreshed == []  # (a refresh with no region would repaint the whole table)
         busier = replace(SAMPLE_ROWS[1], sm_util_percent=77)
@@ -170,33 +169,17 @@ def test_the_table_repaints_nothing_when_no_row_changed() -> None:
     run(body, size=(200, 60))
 
 
-def visible_pids(app: GputopApp) -> list[int]:
-    return [int(k.split(":")[0]) for k in app.table.visible_keys()]
-
-
 def test_a_re_sort_repaints_the_rows_that_moved_not_the_table() -> None:
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
         table = app.table
         assert visible_pids(app) == [100, 101, 102, 103]  # GPU memory, largest first
-        whole: list[bool] = []
-        rows: list[int] = []
-        original_refresh, original_rows = table.refresh, table.refresh_rows
-
-        def spy(*regions: Region, **kwargs: Any) -> Widget:
-            whole.append(not regions)
-            return original_refresh(*regions, **kwargs)
-
-        def spy_rows(ys: list[int]) -> None:
-            rows.extend(ys)
-            original_rows(ys)
-
-        table.refresh = spy  # type: ignore[method-assign]
-        table.refresh_rows = spy_rows  # type: ignore[method-assign]
+        refreshed = spy_refresh(table)
         bigger = replace(SAMPLE_ROWS[1], used_memory_bytes=200 * 1024**3)
         table.update_snapshot(snapshot((SAMPLE_ROWS[0], bigger, *SAMPLE_ROWS[2:]), seq=2))
         assert visible_pids(app) == [101, 100, 102, 103]
-        assert not any(whole)  # no whole-table repaint for a re-sort
-        assert rows == [1, 2]  # the two rows that swapped (line 0 is the header)
+        assert () not in refreshed  # no whole-table repaint for a re-sort
+        # the two rows that swapped (line 0 is the header)
+        assert [r.y for regions in refreshed for r in regions] == [1, 2]
         assert table.cursor == 1 and table.current is not None and table.current.pid == 100
         assert " 101 " in table.render_line(1).text and " 100 " in table.render_line(2).text
 
@@ -216,14 +199,7 @@ def test_sparklines_span_minutes_and_the_memory_line_rests_while_memory_is_flat(
         util_line = panel.content_lines()[0].plain
         assert "█" in util_line  # the spike 299 samples ago is still drawn
 
-        refreshed: list[tuple[Region, ...]] = []
-        original = panel.refresh
-
-        def spy(*regions: Region, **kwargs: Any) -> Widget:
-            refreshed.append(regions)
-            return original(*regions, **kwargs)
-
-        panel.refresh = spy  # type: ignore[method-assign]
+        refreshed = spy_refresh(panel)
         snap = snapshot(
             SAMPLE_ROWS, seq=400, gpus=(replace(first, utilization_gpu_percent=55), make_gpu(1))
         )

@@ -66,12 +66,6 @@ _INIT_MESSAGES = {
 COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclusive_Process"}
 
 
-class _ProcessInfoV1(ctypes.Structure):
-    """The original nvmlProcessInfo_t, for drivers older than the _v2 call."""
-
-    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
-
-
 class _Lost(Exception):
     """The GPU answered NVML_ERROR_GPU_IS_LOST."""
 
@@ -149,6 +143,7 @@ class NvmlSource:
         self._seq = 0
         self._lock = threading.Lock()
         self._proc_api: str | None = None  # v3 / v2 / v1, whichever the driver has
+        self._buffers = _ListBuffers()
         try:
             pynvml.nvmlInit()
         except pynvml.NVMLError as exc:
@@ -408,16 +403,12 @@ class NvmlSource:
 
     def _list_processes(self, kind: str, h: Any) -> list[tuple[int, int | None]]:
         """(pid, used bytes) pairs, trying the v3, v2 then v1 call: drivers disagree."""
-        apis = [self._proc_api] if self._proc_api else ["v3", "v2", "v1"]
+        apis = [self._proc_api] if self._proc_api else list(_PROCESS_CALLS)
         for api in apis:
+            suffix, struct = _PROCESS_CALLS[api]
             try:
-                if api == "v1":
-                    result = _processes_v1(kind, h)
-                else:
-                    wrapper = getattr(pynvml, f"nvmlDeviceGet{kind}RunningProcesses_{api}")
-                    result = [(int(p.pid), _used(p.usedGpuMemory)) for p in wrapper(h)]
-            except AttributeError:
-                continue
+                fn = pynvml._nvmlGetFunctionPointer(f"nvmlDeviceGet{kind}RunningProcesses{suffix}")
+                result = self._buffers.call_list(fn, h, struct)
             except pynvml.NVMLError as exc:
                 if exc.value == pynvml.NVML_ERROR_FUNCTION_NOT_FOUND:
                     continue
@@ -427,7 +418,7 @@ class NvmlSource:
                     return []
                 raise
             self._proc_api = api
-            return result
+            return [(int(p.pid), _used(p.usedGpuMemory)) for p in result]
         return []
 
     def _read_process_utilization(self, index: int, h: Any) -> dict[int, tuple[int, int]]:
@@ -435,14 +426,102 @@ class NvmlSource:
         # newer than the last call gives nothing (NOT_FOUND) when snapshots come quickly, so
         # ask for a short window and take each process's newest sample.
         since = int((time.time() - self.PROCESS_UTIL_WINDOW_S) * 1_000_000)
-        samples = _read(pynvml.nvmlDeviceGetProcessUtilization, h, since)
+        samples = _read(self._buffers.process_utilization, h, since)
         if not samples:
             return {}
-        latest: dict[int, Any] = {}
+        latest: dict[int, tuple[int, int, int]] = {}
         for s in samples:
-            if s.pid not in latest or s.timeStamp > latest[s.pid].timeStamp:
-                latest[s.pid] = s
-        return {pid: (int(s.smUtil), int(s.memUtil)) for pid, s in latest.items()}
+            pid, stamp = s.pid, s.timeStamp
+            seen = latest.get(pid)
+            if seen is None or stamp > seen[0]:
+                latest[pid] = (stamp, s.smUtil, s.memUtil)
+        return {pid: (int(sm), int(mem)) for pid, (_, sm, mem) in latest.items()}
+
+
+class _ProcessInfoV1(ctypes.Structure):
+    """nvmlProcessInfo_v1_t, for drivers older than the _v2 call."""
+
+    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
+
+
+class _ProcessInfoV2(ctypes.Structure):
+    """nvmlProcessInfo_t of the _v2 and _v3 calls (pynvml's own struct for both)."""
+
+    _fields_ = [
+        ("pid", ctypes.c_uint),
+        ("usedGpuMemory", ctypes.c_ulonglong),
+        ("gpuInstanceId", ctypes.c_uint),
+        ("computeInstanceId", ctypes.c_uint),
+    ]
+
+
+class _ProcessUtilSample(ctypes.Structure):
+    """nvmlProcessUtilizationSample_t."""
+
+    _fields_ = [
+        ("pid", ctypes.c_uint),
+        ("timeStamp", ctypes.c_ulonglong),
+        ("smUtil", ctypes.c_uint),
+        ("memUtil", ctypes.c_uint),
+        ("encUtil", ctypes.c_uint),
+        ("decUtil", ctypes.c_uint),
+    ]
+
+
+# api -> (symbol suffix, struct), newest first
+_PROCESS_CALLS: dict[str, tuple[str, type[ctypes.Structure]]] = {
+    "v3": ("_v3", _ProcessInfoV2),
+    "v2": ("_v2", _ProcessInfoV2),
+    "v1": ("", _ProcessInfoV1),
+}
+
+
+class _ListBuffers:
+    """Reusable arrays for NVML's list calls, which fill a caller's array of ``count`` slots.
+
+    pynvml's wrappers ask for the size first and then for the list (two driver calls), and turn
+    each entry into a Python object. Offering an array that is usually big enough makes one call,
+    and the entries are read straight from ctypes. Not thread-safe: one per reader.
+    """
+
+    START = 64
+
+    def __init__(self) -> None:
+        self._arrays: dict[type[ctypes.Structure], Any] = {}
+
+    def _array(self, struct: type[ctypes.Structure], at_least: int = 0) -> Any:
+        array = self._arrays.get(struct)
+        if array is None or len(array) < at_least:
+            array = self._arrays[struct] = (struct * max(self.START, at_least))()
+        return array
+
+    def call_list(self, fn: Any, h: Any, struct: type[ctypes.Structure]) -> list[Any]:
+        """``fn(handle, &count, array)``: the filled entries (a view valid until the next call)."""
+        array = self._array(struct)
+        for _ in range(3):  # the list may grow between calls
+            count = ctypes.c_uint(len(array))
+            ret = fn(h, ctypes.byref(count), array)
+            if ret == pynvml.NVML_SUCCESS:
+                return array[: count.value]  # type: ignore[no-any-return]
+            if ret != pynvml.NVML_ERROR_INSUFFICIENT_SIZE:
+                raise pynvml.NVMLError(ret)
+            array = self._array(struct, count.value * 2 + 5)
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_INSUFFICIENT_SIZE)
+
+    def process_utilization(self, h: Any, since_us: int) -> list[Any]:
+        """nvmlDeviceGetProcessUtilization's samples newer than ``since_us``."""
+        fn = pynvml._nvmlGetFunctionPointer("nvmlDeviceGetProcessUtilization")
+        array = self._array(_ProcessUtilSample)
+        stamp = ctypes.c_ulonglong(since_us)
+        for _ in range(3):
+            count = ctypes.c_uint(len(array))
+            ret = fn(h, array, ctypes.byref(count), stamp)
+            if ret == pynvml.NVML_SUCCESS:
+                return array[: count.value]  # type: ignore[no-any-return]
+            if ret != pynvml.NVML_ERROR_INSUFFICIENT_SIZE:
+                raise pynvml.NVMLError(ret)
+            array = self._array(_ProcessUtilSample, count.value * 2 + 5)
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_INSUFFICIENT_SIZE)
 
 
 class _PcieReader:
@@ -510,20 +589,3 @@ def _used(value: int | None) -> int | None:
     if value is None or value >= 2**64 - 1:  # NVML_VALUE_NOT_AVAILABLE (e.g. Windows WDDM)
         return None
     return int(value)
-
-
-def _processes_v1(kind: str, h: Any) -> list[tuple[int, int | None]]:
-    """The pre-_v2 call with its smaller struct, through pynvml's own symbol lookup."""
-    fn = pynvml._nvmlGetFunctionPointer(f"nvmlDeviceGet{kind}RunningProcesses")
-    count = ctypes.c_uint(0)
-    ret = fn(h, ctypes.byref(count), None)
-    if ret == pynvml.NVML_SUCCESS:
-        return []
-    if ret != pynvml.NVML_ERROR_INSUFFICIENT_SIZE:
-        raise pynvml.NVMLError(ret)
-    count.value = count.value * 2 + 5
-    array = (_ProcessInfoV1 * count.value)()
-    ret = fn(h, ctypes.byref(count), array)
-    if ret != pynvml.NVML_SUCCESS:
-        raise pynvml.NVMLError(ret)
-    return [(int(array[i].pid), _used(array[i].usedGpuMemory)) for i in range(count.value)]

@@ -186,6 +186,32 @@ def test_process_utilization_samples(sim_source: Any) -> None:
     assert by_pid[6].sm_util_percent is None
 
 
+def test_process_lists_take_one_driver_call_each(sim_source: Any) -> None:
+    procs = [{"pid": 5, "sm_util": 42}, {"pid": 6, "type": "graphics", "sm_util": 7}]
+    source, lib = sim_source(one_gpu(processes=procs))
+    source.snapshot()  # the first snapshot also finds out which process API the driver has
+    lib.calls.clear()
+    source.snapshot()
+    names = (
+        "nvmlDeviceGetComputeRunningProcesses_v3",
+        "nvmlDeviceGetGraphicsRunningProcesses_v3",
+        "nvmlDeviceGetProcessUtilization",
+    )
+    # pynvml's wrappers ask for the size first: two calls each.
+    assert [lib.calls[name] for name in names] == [1, 1, 1]
+
+
+@pytest.mark.parametrize("api", ["v3", "v1"])
+def test_long_process_lists_grow_the_buffer(sim_source: Any, api: str) -> None:
+    procs = [{"pid": 1000 + i, "used_memory_mib": i, "sm_util": i % 100} for i in range(150)]
+    source, _ = sim_source({**one_gpu(processes=procs), "process_api": api})
+    for _ in range(2):  # the second read reuses the grown buffers
+        got = source.snapshot().gpus[0].processes
+        assert [p.pid for p in got] == [1000 + i for i in range(150)]
+        assert [p.used_memory_bytes for p in got] == [i * MiB for i in range(150)]
+        assert [p.sm_util_percent for p in got] == [i % 100 for i in range(150)]
+
+
 def test_deterministic_under_seed_and_clock(sim_clock: Any) -> None:
     def read(t: float) -> tuple[Any, ...]:
         clock = sim.ManualClock(t)

@@ -17,9 +17,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from rich.segment import Segment
 from rich.style import Style
 from textual.color import Color
-from textual.filter import LineFilter
+from textual.filter import ANSIToTruecolor, LineFilter
 from textual.geometry import Region, Spacing
 from textual.strip import Strip
 from textual.widget import Widget
@@ -47,6 +48,31 @@ class _Frame:
     content_width: int
     pad: Style  # for content rows narrower than the content area
     background: Color  # what line filters blend against
+
+
+# Style -> whether Textual's ANSIToTruecolor filter leaves it as it is. Themes are truecolor, so
+# for nearly every row it does, and skipping it saves rebuilding each segment of a changed row.
+_TRUECOLOR: dict[Style, bool] = {}
+
+
+def _all_truecolor(segments: Sequence[Segment]) -> bool:
+    known = _TRUECOLOR.get
+    for _, style, _ in segments:
+        if style is None:
+            continue
+        plain = known(style)
+        if plain is None:
+            if len(_TRUECOLOR) >= 1024:  # new themes make new styles: stay bounded
+                _TRUECOLOR.clear()
+            color, bgcolor = style.color, style.bgcolor
+            plain = _TRUECOLOR[style] = (
+                (color is None or color.triplet is not None)
+                and (bgcolor is None or bgcolor.triplet is not None)
+                and not style.dim
+            )
+        if not plain:
+            return False
+    return True
 
 
 class FramedLines(_Base):
@@ -120,6 +146,8 @@ class FramedLines(_Base):
                 fitted = content.adjust_cell_length(frame.content_width, frame.pad)
             segments = list(fitted)
             for line_filter in filters:
+                if type(line_filter) is ANSIToTruecolor and _all_truecolor(segments):
+                    continue  # it would hand back the same styles
                 segments = line_filter.apply(segments, frame.background)
             row = bare_strip([*frame.left, *segments, *frame.right], width)  # one Strip, not three
             joined[y] = (content, row)

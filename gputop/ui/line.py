@@ -16,6 +16,16 @@ from gputop.ui.bare_strip import bare_strip
 
 ELLIPSIS = "…"
 
+# base + style, which rich works out through a Python method and an lru_cache per piece.
+_COMBINED: dict[tuple[Style, Style], Style] = {}
+
+
+def _combine(base: Style, style: Style) -> Style:
+    if len(_COMBINED) >= 1024:  # themes and CSS changes make new styles; keep this bounded
+        _COMBINED.clear()
+    combined = _COMBINED[base, style] = base + style
+    return combined
+
 
 class Line:
     """Text pieces with optional rich styles, appended left to right."""
@@ -42,10 +52,15 @@ class Line:
 
     def to_strip(self, width: int, base: Style) -> Strip:
         """Exactly ``width`` cells: padded with blanks, or cut with an ellipsis when too long."""
-        segments = [
-            Segment(text, base if style is None else base + style) for text, style in self.parts
-        ]
-        length = sum(cell_len(text) for text, _ in self.parts)
+        parts = self.parts
+        get = _COMBINED.get
+        segments = []
+        for text, style in parts:
+            if style is None:
+                segments.append(Segment(text, base))
+            else:
+                segments.append(Segment(text, get((base, style)) or _combine(base, style)))
+        length = cell_len("".join([text for text, _ in parts]))
         if length > width:
             if not width:
                 return Strip([], 0)

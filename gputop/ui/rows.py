@@ -179,22 +179,29 @@ def cells(
     row: ProcessRow, *, depth: int, now_wall: float, tagged: bool, cols: tuple[Column, ...]
 ) -> tuple[str, ...]:
     """The text of each shown column for one row."""
-    gpus = ",".join(str(i) for i in row.gpu_indices) or "-"
+    info = row.info
     command = short_command(row)
     if depth:
         command = "  " * (depth - 1) + "└ " + command
-    values: dict[Column, str] = {
-        Column.GPU: ("●" if tagged else " ") + gpus,
-        Column.PID: str(row.pid),
-        Column.USER: _user(row.info.user),
-        Column.TYPE: _TYPE_TEXT.get(row.type, "-") if row.type else "-",
-        Column.MEM: text.size(row.used_memory_bytes),
-        Column.PEAK: text.size(row.peak_memory_bytes),
-        Column.SM: text.number(row.sm_util_percent),
-        Column.CPU: text.number(row.info.cpu_percent),
-        Column.HOST: text.size(row.info.host_rss_bytes),
-        Column.TIME: text.duration(_runtime_s(row, now_wall)),
-        Column.STATE: _STATE_TEXT.get(row.state, row.state.value),
-        Column.COMMAND: command,
-    }
-    return tuple(values[c] for c in cols)
+    ptype = row.type
+    every = (  # in Column order
+        ("●" if tagged else " ") + (",".join(map(str, row.gpu_indices)) or "-"),
+        str(row.pid),
+        _user(info.user),
+        _TYPE_TEXT.get(ptype, "-") if ptype else "-",
+        text.size(row.used_memory_bytes),
+        text.size(row.peak_memory_bytes),
+        text.number(row.sm_util_percent),
+        text.number(info.cpu_percent),
+        text.size(info.host_rss_bytes),
+        text.duration(None if info.create_time is None else max(0.0, now_wall - info.create_time)),
+        _STATE_TEXT.get(row.state, row.state.value),
+        command,
+    )
+    if cols == _ALL:
+        return every
+    return tuple(every[_POSITION[c]] for c in cols)
+
+
+_ALL = tuple(Column)
+_POSITION = {c: i for i, c in enumerate(Column)}

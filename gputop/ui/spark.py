@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from itertools import islice
 
 from gputop.history import History
+from gputop.ui.text import spark_char, sparkline
 
 METRICS = ("utilization_gpu_percent", "memory_used_bytes")
 
@@ -23,6 +25,11 @@ class PeakBuckets:
         self._done: deque[float | None] = deque(maxlen=max(0, width - 1))
         self._bucket: int | None = None  # the number of the bucket being filled
         self._peak: float | None = None
+        self._finished = 0  # buckets appended to _done so far
+        # The characters of _done for one scale: a finished bucket never changes, so each tick
+        # works out only the characters of buckets that finished since the last call.
+        self._chars: deque[str] = deque(maxlen=max(0, width - 1))
+        self._chars_key: tuple[float, int] | None = None  # (top, _finished) _chars is for
 
     def add(self, number: int, value: float | None) -> None:
         """Sample ``number`` (counted since start; increasing) has ``value``."""
@@ -31,6 +38,7 @@ class PeakBuckets:
             skipped = min(bucket - self._bucket - 1, self.width)
             self._done.append(self._peak)
             self._done.extend([None] * skipped)
+            self._finished += 1 + skipped
             self._peak = None
         self._bucket = bucket
         if value is not None and (self._peak is None or value > self._peak):
@@ -42,6 +50,26 @@ class PeakBuckets:
             return []
         shown = [*self._done, self._peak] if self._bucket is not None else []
         return [None] * (self.width - len(shown)) + shown
+
+    def text(self, top: float | None) -> str:
+        """:meth:`peaks` as a sparkline scaled to ``top`` (None: to the highest peak shown)."""
+        if self.width <= 0:
+            return ""
+        if not top or top <= 0:  # the scale moves with the data: every character may change
+            return sparkline(self.peaks(), self.width, top)
+        chars = self._chars
+        key = self._chars_key
+        new = self._finished - key[1] if key is not None and key[0] == top else -1
+        if new < 0 or new > len(self._done):
+            chars.clear()
+            chars.extend(spark_char(v, top) for v in self._done)
+        elif new:
+            chars.extend(
+                spark_char(v, top) for v in islice(self._done, len(self._done) - new, None)
+            )
+        self._chars_key = (top, self._finished)
+        last = spark_char(self._peak, top) if self._bucket is not None else ""
+        return ("".join(chars) + last).rjust(self.width)
 
 
 class GpuSparks:

@@ -102,6 +102,13 @@ def bar(fraction: float | None, width: int) -> str:
     return ("█" * full + partial).ljust(width)
 
 
+def spark_char(value: float | None, top: float) -> str:
+    """One sparkline character: ``value`` as a block scaled to ``top`` (blank when unknown)."""
+    if value is None or top <= 0:
+        return " "
+    return _BLOCKS[max(1, min(8, round(value / top * 8)))] if value > 0 else "▁"
+
+
 def sparkline(values: Sequence[float | None], width: int, top: float | None = None) -> str:
     """The last ``width`` values as block characters scaled to ``top`` (or their maximum)."""
     if width <= 0:
@@ -109,10 +116,4 @@ def sparkline(values: Sequence[float | None], width: int, top: float | None = No
     tail = values[-width:]
     known = [v for v in tail if v is not None]
     peak = top if top else (max(known) if known else 0.0)
-    chars = []
-    for v in tail:
-        if v is None or peak <= 0:
-            chars.append(" ")
-        else:
-            chars.append(_BLOCKS[max(1, min(8, round(v / peak * 8)))] if v > 0 else "▁")
-    return "".join(chars).rjust(width)
+    return "".join([spark_char(v, peak) for v in tail]).rjust(width)

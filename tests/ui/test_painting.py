@@ -9,14 +9,16 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from rich.segment import Segment
 from rich.style import Style
+from textual.color import Color
 from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.strip import Strip
 from textual.widget import Widget
 
 from gputop.ui.app import GputopApp
-from gputop.ui.framed_lines import FramedLines
+from gputop.ui.framed_lines import FramedLines, _all_truecolor
 from gputop.ui.line import Line
 from gputop.ui.widgets.gpu_panel import GpuPanel
 from tests.fakes import make_gpu
@@ -208,3 +210,29 @@ def test_sparklines_span_minutes_and_the_memory_line_rests_while_memory_is_flat(
         assert [r.y for regions in refreshed for r in regions] == [0]  # UTIL changed, MEM did not
 
     run(body, size=(200, 60))
+
+
+def test_rows_with_ansi_colours_still_go_through_textuals_truecolor_filter() -> None:
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        # An ANSI colour from CSS: Textual's filter turns it into truecolor, and so must we.
+        app.stylesheet.add_source("HeaderBar, ProcessTable { color: ansi_red; }")
+        app.refresh_css()
+        await pilot.pause()
+        for widget in (app.header, app.table):
+            assert_same_paint(widget)
+            rows = widget.render_lines(Region(0, 0, *widget.region.size))
+            colors = [
+                seg.style.color for row in rows for seg in row if seg.style and seg.text.strip()
+            ]
+            assert colors and all(color is None or color.triplet for color in colors)
+            assert Color.parse("ansi_red").rich_color.triplet is None  # it was ANSI in the CSS
+
+    run(body, size=(120, 30), first=snapshot(SAMPLE_ROWS))
+
+
+def test_truecolor_check_lets_only_plain_truecolor_styles_skip_the_filter() -> None:
+    truecolor = Style(color="#ff0000", bgcolor="#000000")
+    assert _all_truecolor([Segment("a", truecolor), Segment("b", None)])
+    assert not _all_truecolor([Segment("a", truecolor), Segment("b", RED)])  # ANSI red
+    assert not _all_truecolor([Segment("a", Style(color="#ff0000", dim=True))])
+    assert not _all_truecolor([Segment("a", Style(bgcolor="default"))])

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import random
+
 from gputop.history import History
 from gputop.ui.spark import GpuSparks, PeakBuckets
+from gputop.ui.text import sparkline
 from tests.fakes import make_gpu, make_snapshot
 
 
@@ -67,3 +70,22 @@ def test_buckets_grow_with_a_young_history_then_stay_fixed() -> None:
     feed(history, [50] * 100)
     sparks.update(history, width=4)
     assert sparks.util.per == 10
+
+
+def test_incremental_text_matches_drawing_the_peaks_afresh() -> None:
+    rng = random.Random(7)
+    buckets = PeakBuckets(width=12, per=3)
+    number = 0
+    for step in range(400):
+        number += rng.choice([1, 1, 1, 2, 5, 40])  # missed samples, and long gaps
+        value = rng.choice([None, 0.0, rng.uniform(0, 120)])
+        buckets.add(number, value)
+        top = 100.0 if step < 300 else 50.0  # the scale changes once
+        assert buckets.text(top) == sparkline(buckets.peaks(), 12, top=top)
+        assert buckets.text(None) == sparkline(buckets.peaks(), 12)
+    assert len(buckets.text(100.0)) == 12
+
+
+def test_text_before_any_sample_is_blank() -> None:
+    assert PeakBuckets(width=5, per=1).text(100.0) == " " * 5
+    assert PeakBuckets(width=0, per=1).text(100.0) == ""

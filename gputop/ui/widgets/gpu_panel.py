@@ -40,6 +40,7 @@ class Density(StrEnum):
 PANEL_HEIGHT = {Density.FULL: 7, Density.COMPACT: 2, Density.MINI: 1}
 VALUE_WIDTH = 14  # "60.0/80.0 GiB"
 TREND_POINTS = 300  # samples the sparklines span: 5 minutes at the default 1 s interval
+_PLAIN = Style()
 
 
 def short_name(name: str | None) -> str:
@@ -201,7 +202,7 @@ class GpuPanel(FramedLines, Widget, can_focus=True):
     def _level_style(self, level: Level, *, quiet_warn: bool = False) -> Style:
         """Style for a level; ``quiet_warn`` leaves WARN plain (busy memory is normal)."""
         if level is Level.OK or (quiet_warn and level is Level.WARN):
-            return Style()
+            return _PLAIN
         return self._style(level.value)
 
     def _bar_line(
@@ -226,10 +227,7 @@ class GpuPanel(FramedLines, Widget, can_focus=True):
         if self.history is None or width <= 0:
             return "", ""
         self.sparks.update(self.history, width)
-        return (
-            text.sparkline(self.sparks.util.peaks(), width, top=100.0),
-            text.sparkline(self.sparks.memory.peaks(), width, top=top_memory),
-        )
+        return self.sparks.util.text(100.0), self.sparks.memory.text(top_memory)
 
     def _full(self, s: GpuSample, width: int) -> list[Line]:
         spark_w = max(0, width - 5 - max(6, (width - 5 - VALUE_WIDTH - 2) // 2) - VALUE_WIDTH - 2)
@@ -240,7 +238,7 @@ class GpuPanel(FramedLines, Widget, can_focus=True):
             None if s.utilization_gpu_percent is None else s.utilization_gpu_percent / 100,
             text.percent(s.utilization_gpu_percent),
             util_spark,
-            Style(),
+            _PLAIN,
         )
         mem_frac = _fraction(s.memory_used_bytes, s.memory_total_bytes)
         mem = self._bar_line(

@@ -77,6 +77,7 @@ class ProcessTable(FramedLines, ScrollView, can_focus=True):
         self.wide = False
         self.cursor = 0
         self._rows: dict[str, ProcessRow] = {}
+        self._keys: dict[int, str] = {}  # id(row) -> its key, for the rows in _rows
         self._now_wall = 0.0
         self._cols: tuple[R.Column, ...] = R.columns(False)
         self._widths: dict[R.Column, int] = {}
@@ -87,6 +88,7 @@ class ProcessTable(FramedLines, ScrollView, can_focus=True):
         self._painted: dict[int, tuple[str, Style, Strip]] = {}
         self._paint_geometry: tuple[int, int, int] | None = None
         self._header_text = ""
+        self._line_format = ""
 
     # -- data ---------------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -95,6 +97,7 @@ class ProcessTable(FramedLines, ScrollView, can_focus=True):
     def update_snapshot(self, snapshot: Snapshot) -> None:
         """Take the processes of a new snapshot and repaint what changed."""
         self._rows = {R.row_key(r): r for r in snapshot.processes}
+        self._keys = {id(r): k for k, r in self._rows.items()}
         self._now_wall = snapshot.taken_at_wall
         if self.tags - self._rows.keys():
             self.tags &= self._rows.keys()  # tags of processes that are gone
@@ -223,10 +226,10 @@ class ProcessTable(FramedLines, ScrollView, can_focus=True):
     def _sync(self, *, full: bool = False) -> None:
         keep = self.current_key
         wanted = R.ordered(self._rows.values(), self.view, self._now_wall)
-        order = [R.row_key(r) for r, _ in wanted]
+        keys = self._keys
+        order = [keys[id(r)] for r, _ in wanted]
         shown: dict[str, _Shown] = {}
-        for row, depth in wanted:
-            key = R.row_key(row)
+        for key, (row, depth) in zip(order, wanted, strict=True):
             tagged = key in self.tags
             cells = R.cells(
                 row, depth=depth, now_wall=self._now_wall, tagged=tagged, cols=self._cols
@@ -234,7 +237,8 @@ class ProcessTable(FramedLines, ScrollView, can_focus=True):
             shown[key] = _Shown(cells=cells, stuck=row.stuck, tagged=tagged)
         widths = self._grow_widths(shown.values(), reset=full)
         full = full or widths != self._widths
-        self._widths = widths
+        if full:
+            self._set_widths(widths)
         old_order, old_shown, old_cursor = self._order, self._shown, self.cursor
         if full:
             self._lines = {k: self._line(v.cells) for k, v in shown.items()}
@@ -278,18 +282,23 @@ class ProcessTable(FramedLines, ScrollView, can_focus=True):
         if not reset:
             for c in self._cols:
                 widths[c] = max(widths[c], self._widths.get(c, 0))
-        for item in shown:
-            for c, value in zip(self._cols, item.cells, strict=True):
-                if len(value) > widths[c]:
-                    widths[c] = len(value)
+        columns = zip(*(item.cells for item in shown), strict=True)
+        for c, values in zip(self._cols, columns, strict=False):  # no rows: no columns
+            widths[c] = max(widths[c], *map(len, values))
         return widths
 
     def _line(self, cells: tuple[str, ...]) -> str:
-        parts = []
-        for col, value in zip(self._cols, cells, strict=True):
-            w = self._widths.get(col, 0)
-            parts.append(value.rjust(w) if col in R.NUMERIC else value.ljust(w))
-        return " " + (" " * GAP).join(parts)
+        return self._line_format.format(*cells)
+
+    def _set_widths(self, widths: dict[R.Column, int]) -> None:
+        self._widths = widths
+        # One format string for a row ("{:>6}  {:<8}..."): one call per row instead of one pad
+        # per cell. Cells are its arguments, never its template, so braces in them are safe.
+        fields = [
+            f"{{:{'>' if col in R.NUMERIC else '<'}{widths[col]}}}" if widths.get(col) else "{}"
+            for col in self._cols
+        ]
+        self._line_format = " " + (" " * GAP).join(fields)
 
     def _header_line(self) -> str:
         return self._line(tuple(self.header_label(c) for c in self._cols))

@@ -163,6 +163,7 @@ class GputopApp(App[int]):
         )
         self.grid.relayout(width, height)
         self.table.set_wide(width >= R.WIDE_MIN_COLUMNS)
+        self._update_table_title()  # the sort column may have been hidden or shown
 
     # -- data ---------------------------------------------------------------------------
     def on_snapshot_ready(self, message: SnapshotReady) -> None:
@@ -230,6 +231,8 @@ class GputopApp(App[int]):
         table = self.table
         view = table.view
         parts = [f"Processes ({len(table.visible_keys())})"]
+        if view.sort not in R.columns(table.wide):  # its header marker is not on screen
+            parts.append(f"sorted by {table.header_label(view.sort)}")
         if view.gpu is not None:
             parts.append(f"GPU {view.gpu} only")
         if view.filter_text:
@@ -250,8 +253,14 @@ class GputopApp(App[int]):
         self._update_table_title()
 
     def action_sort(self, step: int) -> None:
+        # Only the columns on screen: a sort by a hidden column would show no marker at all.
+        shown = R.columns(self.table.wide)
         view = self.table.view
-        column = SORT_ORDER[(SORT_ORDER.index(view.sort) + step) % len(SORT_ORDER)]
+        if view.sort in shown:
+            column = shown[(shown.index(view.sort) + step) % len(shown)]
+        else:  # sorted by a column the terminal became too narrow for
+            later = [c for c in shown if SORT_ORDER.index(c) > SORT_ORDER.index(view.sort)]
+            column = (later or shown)[0] if step > 0 else shown[-1]
         self._set_view(sort=column, reverse=column in R.NUMERIC)
 
     def action_reverse(self) -> None:

@@ -65,7 +65,35 @@ def test_sort_keys_cycle_columns_and_reverse() -> None:
         assert app.table.header_label(R.Column.CPU) == "CPU%▲"
         assert "CPU%▲" in app.table.render_line(0).text
 
-    run(body)
+    run(body, size=(160, 30))  # wide: every column is shown
+
+
+def test_sort_keys_skip_columns_a_narrow_terminal_hides() -> None:
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        assert not app.table.wide
+        await pilot.press("s")  # GPU-MEM -> SM%: PEAK (and TYPE, HOST) are not on screen
+        assert app.table.view.sort is R.Column.SM
+        assert "SM%▼" in app.table.render_line(0).text
+        await pilot.press("less_than_sign", "less_than_sign")  # SM% -> GPU-MEM -> USER
+        assert app.table.view.sort is R.Column.USER
+        assert app.table.border_title == "Processes (4)"
+
+    run(body, size=(80, 24))
+
+
+def test_a_sort_column_hidden_by_a_resize_is_named_in_the_title() -> None:
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        await pilot.press("s")  # GPU-MEM -> PEAK, shown at this width
+        assert app.table.view.sort is R.Column.PEAK
+        assert app.table.border_title == "Processes (4)"
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        assert str(app.table.border_title) == "Processes (4) · sorted by PEAK▼"
+        await pilot.press("s")  # on to the next column that is on screen
+        assert app.table.view.sort is R.Column.SM
+        assert app.table.border_title == "Processes (4)"
+
+    run(body, size=(160, 30))
 
 
 def test_mouse_clicks_sort_select_and_open() -> None:

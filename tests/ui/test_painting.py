@@ -20,9 +20,10 @@ from textual.widget import Widget
 from gputop.ui.app import GputopApp
 from gputop.ui.framed_lines import FramedLines, _all_truecolor
 from gputop.ui.line import Line
+from gputop.ui.messages import SnapshotReady
 from gputop.ui.widgets.gpu_panel import GpuPanel
 from tests.fakes import make_gpu
-from tests.ui.data import SAMPLE_ROWS, run, snapshot, visible_pids
+from tests.ui.data import SAMPLE_ROWS, proc_row, run, snapshot, visible_pids
 
 RED = Style(color="red")
 
@@ -236,3 +237,25 @@ def test_truecolor_check_lets_only_plain_truecolor_styles_skip_the_filter() -> N
     assert not _all_truecolor([Segment("a", truecolor), Segment("b", RED)])  # ANSI red
     assert not _all_truecolor([Segment("a", Style(color="#ff0000", dim=True))])
     assert not _all_truecolor([Segment("a", Style(bgcolor="default"))])
+
+
+def test_table_rows_show_braces_and_wide_values_as_they_are() -> None:
+    braces = proc_row(104, user="dave", gpu=0, mem_gib=1, cmd=("python", "-c", "print('{0} {}')"))
+
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        def lines() -> dict[int, str]:
+            order = visible_pids(app)
+            return {pid: app.table.render_line(i + 1).text for i, pid in enumerate(order)}
+
+        assert "python -c print('{0} {}')" in lines()[104]
+        # A value wider than its column widens the column for every row, header included.
+        wide = replace(braces, pid=1234567)
+        app.post_message(SnapshotReady(snapshot((*SAMPLE_ROWS, wide), seq=2)))
+        await pilot.pause()
+        user_at = app.table.render_line(0).text.index("USER")
+        users = {100: "alice", 101: "bob", 102: "alice", 103: "carol", 1234567: "dave"}
+        for pid, line in lines().items():
+            assert line[user_at:].startswith(users[pid]), (pid, line)
+            assert "1234567" in line if pid == 1234567 else str(pid) in line
+
+    run(body, size=(160, 30), first=snapshot((*SAMPLE_ROWS, braces)))

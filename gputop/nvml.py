@@ -485,15 +485,23 @@ class _ListBuffers:
     """
 
     START = 64
+    MAX = 16384  # a driver that keeps asking for more must not grow the arrays without end
 
     def __init__(self) -> None:
         self._arrays: dict[type[ctypes.Structure], Any] = {}
 
     def _array(self, struct: type[ctypes.Structure], at_least: int = 0) -> Any:
         array = self._arrays.get(struct)
-        if array is None or len(array) < at_least:
-            array = self._arrays[struct] = (struct * max(self.START, at_least))()
+        if array is None or len(array) < min(at_least, self.MAX):
+            size = min(max(self.START, at_least), self.MAX)
+            array = self._arrays[struct] = (struct * size)()
         return array
+
+    def _grown(self, struct: type[ctypes.Structure], array: Any, asked: int) -> Any:
+        """A bigger array after INSUFFICIENT_SIZE (some drivers do not say how big)."""
+        if len(array) >= self.MAX:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INSUFFICIENT_SIZE)
+        return self._array(struct, max(asked, len(array)) * 2 + 5)
 
     def call_list(self, fn: Any, h: Any, struct: type[ctypes.Structure]) -> list[Any]:
         """``fn(handle, &count, array)``: the filled entries (a view valid until the next call)."""
@@ -505,7 +513,7 @@ class _ListBuffers:
                 return array[: count.value]  # type: ignore[no-any-return]
             if ret != pynvml.NVML_ERROR_INSUFFICIENT_SIZE:
                 raise pynvml.NVMLError(ret)
-            array = self._array(struct, count.value * 2 + 5)
+            array = self._grown(struct, array, count.value)
         raise pynvml.NVMLError(pynvml.NVML_ERROR_INSUFFICIENT_SIZE)
 
     def process_utilization(self, h: Any, since_us: int) -> list[Any]:
@@ -520,7 +528,7 @@ class _ListBuffers:
                 return array[: count.value]  # type: ignore[no-any-return]
             if ret != pynvml.NVML_ERROR_INSUFFICIENT_SIZE:
                 raise pynvml.NVMLError(ret)
-            array = self._array(_ProcessUtilSample, count.value * 2 + 5)
+            array = self._grown(_ProcessUtilSample, array, count.value)
         raise pynvml.NVMLError(pynvml.NVML_ERROR_INSUFFICIENT_SIZE)
 
 

@@ -13,7 +13,7 @@ import pytest
 from gputop import sim
 from gputop.errors import DriverError, UsageError
 from gputop.model import GpuSample, GpuState, ProcessType
-from gputop.nvml import NvmlSource, _text
+from gputop.nvml import NvmlSource, _ListBuffers, _ProcessInfoV2, _text
 from gputop.sim.scenario import DEFAULT_READINGS, Scenario, Wave, load_scenario
 
 MiB = 1024 * 1024
@@ -364,3 +364,36 @@ def test_wave_bounds_are_max_and_min(value: float) -> None:
     assert both.at(1.0, 0) == min(10.0, max(0.0, value))
     assert str(lo.at(1.0, 0)) == str(max(0.0, value))  # str: tells -0.0 from 0.0
     assert str(hi.at(1.0, 0)) == str(min(10.0, value))
+
+
+def _filling(total: int, *, says_size: bool) -> Any:
+    """A list call with ``total`` entries; a quirky one never says how many it needs."""
+
+    def fn(handle: Any, count_ref: Any, array: Any) -> int:
+        count = count_ref._obj
+        if count.value < total:
+            count.value = total if says_size else 0
+            return pynvml.NVML_ERROR_INSUFFICIENT_SIZE
+        for i in range(total):
+            array[i].pid = 1000 + i
+        count.value = total
+        return pynvml.NVML_SUCCESS
+
+    return fn
+
+
+@pytest.mark.parametrize("says_size", [True, False])
+def test_list_buffers_grow_until_the_list_fits(says_size: bool) -> None:
+    buffers = _ListBuffers()
+    got = buffers.call_list(_filling(200, says_size=says_size), None, _ProcessInfoV2)
+    assert [p.pid for p in got] == [1000 + i for i in range(200)]
+
+
+def test_list_buffers_stay_bounded_when_the_driver_always_wants_more() -> None:
+    buffers = _ListBuffers()
+    endless = _filling(10**9, says_size=False)
+    for _ in range(10):  # each call grows the array a few times, then gives up
+        with pytest.raises(pynvml.NVMLError) as err:
+            buffers.call_list(endless, None, _ProcessInfoV2)
+        assert err.value.value == pynvml.NVML_ERROR_INSUFFICIENT_SIZE
+    assert len(buffers._array(_ProcessInfoV2)) == _ListBuffers.MAX

@@ -505,30 +505,29 @@ class _ListBuffers:
 
     def call_list(self, fn: Any, h: Any, struct: type[ctypes.Structure]) -> list[Any]:
         """``fn(handle, &count, array)``: the filled entries (a view valid until the next call)."""
+        return self._fill(struct, lambda array, count: fn(h, ctypes.byref(count), array))
+
+    def process_utilization(self, h: Any, since_us: int) -> list[Any]:
+        """nvmlDeviceGetProcessUtilization's samples newer than ``since_us``."""
+        fn = pynvml._nvmlGetFunctionPointer("nvmlDeviceGetProcessUtilization")
+        stamp = ctypes.c_ulonglong(since_us)
+        return self._fill(
+            _ProcessUtilSample, lambda array, count: fn(h, array, ctypes.byref(count), stamp)
+        )
+
+    def _fill(
+        self, struct: type[ctypes.Structure], call: Callable[[Any, ctypes.c_uint], int]
+    ) -> list[Any]:
+        """``call(array, count)`` with an array of ``count`` slots, grown until the list fits."""
         array = self._array(struct)
         for _ in range(3):  # the list may grow between calls
             count = ctypes.c_uint(len(array))
-            ret = fn(h, ctypes.byref(count), array)
+            ret = call(array, count)
             if ret == pynvml.NVML_SUCCESS:
                 return array[: count.value]  # type: ignore[no-any-return]
             if ret != pynvml.NVML_ERROR_INSUFFICIENT_SIZE:
                 raise pynvml.NVMLError(ret)
             array = self._grown(struct, array, count.value)
-        raise pynvml.NVMLError(pynvml.NVML_ERROR_INSUFFICIENT_SIZE)
-
-    def process_utilization(self, h: Any, since_us: int) -> list[Any]:
-        """nvmlDeviceGetProcessUtilization's samples newer than ``since_us``."""
-        fn = pynvml._nvmlGetFunctionPointer("nvmlDeviceGetProcessUtilization")
-        array = self._array(_ProcessUtilSample)
-        stamp = ctypes.c_ulonglong(since_us)
-        for _ in range(3):
-            count = ctypes.c_uint(len(array))
-            ret = fn(h, array, ctypes.byref(count), stamp)
-            if ret == pynvml.NVML_SUCCESS:
-                return array[: count.value]  # type: ignore[no-any-return]
-            if ret != pynvml.NVML_ERROR_INSUFFICIENT_SIZE:
-                raise pynvml.NVMLError(ret)
-            array = self._grown(_ProcessUtilSample, array, count.value)
         raise pynvml.NVMLError(pynvml.NVML_ERROR_INSUFFICIENT_SIZE)
 
 

@@ -182,15 +182,10 @@ class SimLibrary:
         wave = gpu.readings.get(key)
         if wave is None:
             raise _Unsupported
-        seed = self._seeds.get(id(gpu))
-        return wave.at(self.clock.now(), self._seed(gpu) if seed is None else seed)
+        return self._wave(wave, gpu)
 
     def _int(self, gpu: SimGpu, key: str) -> int:
-        wave = gpu.readings.get(key)  # _value() inlined: most calls answer through here
-        if wave is None:
-            raise _Unsupported
-        seed = self._seeds.get(id(gpu))
-        return round(wave.at(self.clock.now(), self._seed(gpu) if seed is None else seed))
+        return round(self._value(gpu, key))
 
     def _position(self, gpu: SimGpu) -> int:
         """The GPU's place in the scenario's list."""

@@ -194,7 +194,7 @@ def cells(
         text.number(row.sm_util_percent),
         text.number(info.cpu_percent),
         text.size(info.host_rss_bytes),
-        text.duration(None if info.create_time is None else max(0.0, now_wall - info.create_time)),
+        text.duration(_runtime_s(row, now_wall)),
         _STATE_TEXT.get(row.state, row.state.value),
         command,
     )

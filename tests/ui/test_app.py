@@ -251,6 +251,38 @@ def test_process_detail_on_enter_with_environment_toggle() -> None:
     run(body)
 
 
+def test_process_detail_shows_a_long_command_wrapped_on_screen() -> None:
+    """At 80x24 the whole command is on screen; a huge one scrolls in its box, not the page."""
+    args = tuple(f"--option-{i}=value-{i}" for i in range(8))
+    huge = tuple(f"--flag-{i}" for i in range(400))
+
+    def command_on_screen(app: GputopApp) -> tuple[str, int]:
+        box = app.screen.query_one("#proc-command")
+        line = app.screen.query_one("#proc-cmdline")
+        inside = box.scrollable_content_region.intersection(line.region)
+        crop = inside.translate(-line.region.offset)
+        return " ".join(strip.text for strip in line.render_lines(crop)), inside.height
+
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        await pilot.press("enter")
+        shown, rows = command_on_screen(app)
+        assert rows == 3  # wrapped at 80 columns, neither cut nor hidden under a scrollbar
+        assert "python train.py" in shown and "--option-7=value-7" in shown
+        await pilot.press("escape", "down", "enter")
+        shown, rows = command_on_screen(app)
+        assert rows == 6  # 8 rows at most, border included: the facts below stay in view
+        assert "--flag-0 " in shown and "--flag-399" not in shown
+        assert app.screen.query_one("#proc-body").region.height >= 10
+
+    first = snapshot(
+        (
+            proc_row(100, mem_gib=30, cmd=("python", "train.py", *args)),
+            proc_row(101, mem_gib=20, cmd=("python", "serve.py", *huge)),
+        )
+    )
+    run(body, first=first)
+
+
 def test_pause_freezes_the_display_and_resumes() -> None:
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
         await pilot.press("p")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import HorizontalScroll, VerticalScroll
+from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static
@@ -80,7 +80,7 @@ class ProcessDetailScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Static(id="proc-title")
-        with HorizontalScroll(id="proc-command"):
+        with VerticalScroll(id="proc-command", can_focus=False):
             yield Static(id="proc-cmdline")
         with VerticalScroll(id="proc-body"):
             yield Static(id="proc-info")
@@ -135,7 +135,7 @@ class ProcessDetailScreen(Screen[None]):
             ),
             ("status", info.status or text.NA),
             ("started", f"{created}  running {runtime}"),
-            ("GPUs", ", ".join(str(i) for i in row.gpu_indices) or "none listed"),
+            ("on GPU", ", ".join(str(i) for i in row.gpu_indices) or "none listed"),
             ("type", row.type.value if row.type else text.NA),
             (
                 "GPU memory",

@@ -11,7 +11,7 @@ import subprocess
 import time
 import tracemalloc
 from dataclasses import replace
-from statistics import median
+from statistics import mean, median
 
 from gputop.enrich import enrich
 from gputop.history import History
@@ -80,6 +80,40 @@ def _with_extra_processes(count: int) -> tuple[float, int] | None:
             p.wait()
 
 
+class _SteppedClock:
+    """A clock that moves one second per reading of the reader: ticks at a 1 s interval."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _read_real_processes(count: int) -> tuple[float, float] | None:
+    """(mean ms per tick, full psutil readings per process per tick) for ``count`` real PIDs."""
+    sleep = shutil.which("sleep")
+    if sleep is None:
+        return None
+    procs = [subprocess.Popen([sleep, "120"], stdin=subprocess.DEVNULL) for _ in range(count)]
+    try:
+        clock = _SteppedClock()
+        reader = ProcReader(clock=clock)
+        pids = [p.pid for p in procs]
+        times = []
+        for _ in range(60):
+            clock.now += 1.0
+            t0 = time.perf_counter()
+            reader.read_many(pids)
+            times.append(time.perf_counter() - t0)
+        return mean(times[10:]) * 1000, reader.full_reads / (60 * count)
+    finally:
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.wait()
+
+
 def _history_day(snap: Snapshot) -> tuple[float, float]:
     """(KiB held after 1 h, KiB held after 24 h) of a default History fed one tick a second.
 
@@ -111,6 +145,12 @@ def main() -> None:
     print(f"sampler scenario: {name} ({len(snap.gpus)} GPUs, {len(snap.processes)} processes)")
     print(f"sampler driver read per tick: {median(reads) * 1000:.2f} ms")
     print(f"sampler tick (read + enrich + history): {median(ticks) * 1000:.2f} ms")
+    real = _read_real_processes(40)
+    if real is not None:
+        print(
+            f"process reads, 40 real processes, 1 s ticks: {real[0]:.2f} ms per tick "
+            f"({real[1]:.2f} full psutil readings per process per tick)"
+        )
     scan_ms, scanned = _scan_ms()
     print(f"holder scan ({scanned} processes): {scan_ms:.2f} ms")
     extra = int(os.environ.get("GPUTOP_BENCH_EXTRA_PROCS", "2000"))

@@ -10,6 +10,9 @@ from __future__ import annotations
 import functools
 import os
 import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 import psutil
@@ -79,11 +82,43 @@ def _absent(pid: int) -> bool:
     return False
 
 
-def _stat(pid: int) -> tuple[bytes, int] | None:
-    """(start time, parent PID) from /proc/PID/stat; the start time and PID name the process.
+# /proc/PID/stat's state letter -> psutil's status name (proc(5)).
+_STATUS = {
+    b"R": psutil.STATUS_RUNNING,
+    b"S": psutil.STATUS_SLEEPING,
+    b"D": psutil.STATUS_DISK_SLEEP,
+    b"T": psutil.STATUS_STOPPED,
+    b"t": psutil.STATUS_TRACING_STOP,
+    b"Z": psutil.STATUS_ZOMBIE,
+    b"X": psutil.STATUS_DEAD,
+    b"x": psutil.STATUS_DEAD,
+    b"K": "wake-kill",
+    b"W": psutil.STATUS_WAKING,
+    b"P": psutil.STATUS_PARKED,
+    b"I": psutil.STATUS_IDLE,
+}
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+# How long a process's command line, name, user and uid are reused before they are read again.
+# They rarely change while the process lives; exec() changes the name in /proc/PID/stat, which
+# is read every time and forces a full reading at once.
+FULL_READ_EVERY_S = 5.0
 
-    None when it cannot be read (gone, not permitted, no /proc): the caller asks psutil.
-    """
+
+@dataclass(frozen=True, slots=True)
+class _Stat:
+    """The fields of /proc/PID/stat the reader uses."""
+
+    start: bytes  # start time in clock ticks since boot: with the PID, the process identity
+    comm: bytes
+    state: bytes
+    ppid: int
+    cpu_ticks: int  # user + system time
+    rss_pages: int
+
+
+def _stat(pid: int) -> _Stat | None:
+    """/proc/PID/stat, parsed; None when it cannot be read (gone, not permitted, no /proc)."""
     try:
         fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
     except (OSError, ValueError):
@@ -94,28 +129,58 @@ def _stat(pid: int) -> tuple[bytes, int] | None:
         return None
     finally:
         os.close(fd)
-    fields = data.rpartition(b")")[2].split()  # the name in parentheses may hold anything
+    head, _, tail = data.rpartition(b")")  # the name in parentheses may hold anything
+    fields = tail.split()
     try:
-        return fields[19], int(fields[1])  # fields 22 and 4 of proc(5)
+        # fields 3, 4, 14, 15, 22 and 24 of proc(5)
+        return _Stat(
+            start=fields[19],
+            comm=head.partition(b"(")[2],
+            state=fields[0],
+            ppid=int(fields[1]),
+            cpu_ticks=int(fields[11]) + int(fields[12]),
+            rss_pages=int(fields[21]),
+        )
     except (IndexError, ValueError):
         return None
 
 
+@dataclass(slots=True)
+class _Known:
+    """A process the reader has read before, and what it keeps of it between readings."""
+
+    key: tuple[int, float]  # (pid, psutil create time)
+    proc: psutil.Process
+    stat: _Stat | None = None  # the last /proc/PID/stat reading: the CPU baseline
+    stat_at: float = 0.0  # clock time of that reading
+    info: ProcInfo | None = None  # the last full reading (psutil)
+    full_at: float = 0.0  # clock time of that reading
+
+
 class ProcReader:
-    """Reads ProcInfo with real CPU %, keeping psutil.Process objects between readings.
+    """Reads ProcInfo with real CPU %, keeping what it knows of each process between readings.
 
     Keyed by (pid, create_time) so a reused PID never inherits another process's CPU counters.
-    A cached process is used again while the start time in /proc/PID/stat is the one it had.
-    Bounded: ``read_many`` drops processes it was not asked about; ``read`` evicts the oldest
-    entries past ``max_cached``. Thread-safe.
+    A known process is read again from /proc/PID/stat alone (state, parent, CPU time, RSS) while
+    its start time and name there are unchanged; its command line, user and uid come from a full
+    psutil reading at most ``full_every_s`` old. Bounded: ``read_many`` drops processes it was
+    not asked about; ``read`` evicts the oldest entries past ``max_cached``. Thread-safe.
     """
 
-    def __init__(self, max_cached: int = 4096) -> None:
+    def __init__(
+        self,
+        max_cached: int = 4096,
+        *,
+        full_every_s: float = FULL_READ_EVERY_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.max_cached = max_cached
-        self._cache: dict[tuple[int, float], psutil.Process] = {}
-        # The newest cached process at each PID: its key and /proc start time.
-        self._at_pid: dict[int, tuple[tuple[int, float], bytes]] = {}
+        self.full_every_s = full_every_s
+        self._clock = clock
+        self._cache: dict[tuple[int, float], _Known] = {}
+        self._at_pid: dict[int, _Known] = {}  # the newest known process at each PID
         self._lock = threading.Lock()
+        self.full_reads = 0  # psutil readings made (the rest came from /proc/PID/stat alone)
 
     def __len__(self) -> int:
         return len(self._cache)
@@ -144,52 +209,93 @@ class ProcReader:
     def _read_locked(self, pid: int) -> tuple[ProcInfo, tuple[int, float] | None]:
         known = self._at_pid.get(pid)
         stat = _stat(pid) if known is not None else None
-        if known is not None and stat is not None and stat[0] == known[1]:
-            # The same process as last time: no new psutil.Process (a /proc read and more).
-            key, first = known[0], False
-            cached = self._cache[key]
-            attrs, ppid = _ATTRS_BUT_PPID, stat[1]
-        else:
-            if _absent(pid) or not psutil.pid_exists(pid):
-                # A PID from another namespace: no psutil.Process, which would read /proc and
-                # raise, every tick, for every such process.
-                return _not_visible(pid), None
-            if stat is None:  # read before the Process, so a PID reused in between shows
+        if known is None or stat is None or known.stat is None or stat.start != known.stat.start:
+            found = self._identify(pid, stat)
+            if isinstance(found, ProcInfo):
+                return found, None
+            known = found
+            if stat is None:
                 stat = _stat(pid)
-            try:
-                proc = psutil.Process(pid)
-                key = (pid, proc.create_time())
-            except (psutil.NoSuchProcess, ValueError):
+        now = self._clock()
+        last, info = known.stat, known.info
+        if (
+            info is None
+            or stat is None
+            or last is None
+            or stat.comm != last.comm  # exec(): another program in the same process
+            or (stat.state == b"Z") != (last.state == b"Z")  # a zombie has no argv or memory
+            or now - known.full_at >= self.full_every_s
+        ):
+            info = self._full_locked(known, stat, now)
+            if info is None:
                 return _not_visible(pid), None
-            except psutil.AccessDenied:
-                return ProcInfo(pid=pid, note=_denied_note(["the process"])), None
-            found = self._cache.get(key)
-            first = found is None
-            cached = self._cache[key] = proc if found is None else found
-            if stat is not None:
-                self._at_pid[pid] = (key, stat[0])
-            attrs, ppid = _ATTRS, None
+        if stat is None:  # no /proc/PID/stat (not Linux): psutil's own CPU counters
+            return replace(info, cpu_percent=_cpu_percent(known.proc)), known.key
+        cpu = None  # the first reading of a process says nothing about its CPU use
+        if last is not None:
+            elapsed = now - known.stat_at
+            used = (stat.cpu_ticks - last.cpu_ticks) / _CLOCK_TICKS
+            cpu = used / elapsed * 100 if elapsed > 0 else 0.0
+        known.stat, known.stat_at = stat, now
+        zombie = stat.state == b"Z"
+        info = ProcInfo(
+            pid=pid,
+            create_time=info.create_time,
+            user=info.user,
+            uid=info.uid,
+            name=info.name,
+            cmdline=info.cmdline,
+            status=_STATUS.get(stat.state, info.status),
+            ppid=stat.ppid,
+            cpu_percent=cpu,
+            host_rss_bytes=info.host_rss_bytes if zombie else stat.rss_pages * _PAGE_BYTES,
+            note=info.note,
+        )
+        return info, known.key
+
+    def _identify(self, pid: int, stat: _Stat | None) -> _Known | ProcInfo:
+        """The known process now at ``pid`` (a new one if its identity changed), or why none."""
+        if _absent(pid) or not psutil.pid_exists(pid):
+            # A PID from another namespace: no psutil.Process, which would read /proc and
+            # raise, every tick, for every such process.
+            return _not_visible(pid)
         try:
-            with cached.oneshot():
-                d = cached.as_dict(attrs=attrs, ad_value=None)
-                cpu = _cpu_percent(cached)
+            proc = psutil.Process(pid)
+            key = (pid, proc.create_time())
+        except (psutil.NoSuchProcess, ValueError):
+            return _not_visible(pid)
+        except psutil.AccessDenied:
+            return ProcInfo(pid=pid, note=_denied_note(["the process"]))
+        known = self._cache.get(key)
+        if known is None:
+            known = self._cache[key] = _Known(key, proc)
+            _cpu_percent(proc)  # psutil's baseline, used only where /proc/PID/stat is missing
+        self._at_pid[pid] = known
+        return known
+
+    def _full_locked(self, known: _Known, stat: _Stat | None, now: float) -> ProcInfo | None:
+        """Read everything through psutil (None: the process has gone)."""
+        try:
+            with known.proc.oneshot():
+                d = known.proc.as_dict(attrs=_ATTRS_BUT_PPID, ad_value=None)
+                d["ppid"] = stat.ppid if stat is not None else known.proc.ppid()
         except psutil.NoSuchProcess:
-            self._forget_locked(key)
-            return _not_visible(pid), None
-        if ppid is not None:
-            d["ppid"] = ppid
-        return _info_from_dict(pid, d, None if first else cpu), key
+            self._forget_locked(known.key)
+            return None
+        self.full_reads += 1
+        known.info, known.full_at = _info_from_dict(known.key[0], d, None), now
+        return known.info
 
     def _forget_locked(self, key: tuple[int, float]) -> None:
         self._cache.pop(key, None)
         known = self._at_pid.get(key[0])
-        if known is not None and known[0] == key:
+        if known is not None and known.key == key:
             del self._at_pid[key[0]]
 
     def _evict_locked(self) -> None:
         if len(self._cache) <= self.max_cached:
             return
-        for key in [k for k, p in self._cache.items() if not p.is_running()]:
+        for key in [k for k, known in self._cache.items() if not known.proc.is_running()]:
             self._forget_locked(key)
         while len(self._cache) > self.max_cached:
             self._forget_locked(next(iter(self._cache)))  # dicts keep insertion order: oldest first

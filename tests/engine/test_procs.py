@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pwd
 import subprocess
+from dataclasses import replace
 
 import psutil
 import pytest
@@ -197,10 +198,12 @@ def test_reader_reads_a_reused_pid_as_a_new_process(spawner: Spawner) -> None:
     assert reader.read(proc.pid).cpu_percent is not None
     # The kernel hands out a PID again only after wrapping around, so make the reader remember
     # an older process at this PID instead: another create time and another /proc start time.
-    key, _ = reader._at_pid[proc.pid]
+    known = reader._at_pid[proc.pid]
+    key = known.key
     older = (proc.pid, key[1] - 60.0)
     reader._cache[older] = reader._cache.pop(key)
-    reader._at_pid[proc.pid] = (older, b"1")
+    assert known.stat is not None
+    known.key, known.stat = older, replace(known.stat, start=b"1")
     info = reader.read(proc.pid)
     assert info.visible
     assert info.cpu_percent is None  # nothing carried over from the older process
@@ -209,3 +212,93 @@ def test_reader_reads_a_reused_pid_as_a_new_process(spawner: Spawner) -> None:
     reader.read_many([proc.pid])
     assert set(reader._cache) == {key}
     assert reader.read(proc.pid).cpu_percent is not None  # and it is cached from now on
+
+
+# Grows by 64 MiB on SIGUSR1, changes its name on SIGUSR2 (comm only: argv stays), and execs
+# `sleep` on SIGHUP.
+CHANGES = """
+import ctypes, os, shutil, signal, sys, time
+held = []
+def grow(*_):
+    held.append(bytearray(64 * 1024 * 1024))
+    print("grown", flush=True)
+def rename(*_):
+    ctypes.CDLL(None).prctl(15, b"renamed", 0, 0, 0)
+    print("renamed", flush=True)
+def become_sleep(*_):
+    os.execv(shutil.which("sleep"), ["sleep", "119"])
+signal.signal(signal.SIGUSR1, grow)
+signal.signal(signal.SIGUSR2, rename)
+signal.signal(signal.SIGHUP, become_sleep)
+print("ready", flush=True)
+while True:
+    time.sleep(120)
+"""
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_reader_reads_a_known_process_from_its_stat_and_the_rest_every_few_seconds(
+    spawner: Spawner,
+) -> None:
+    import signal
+
+    proc = spawner.ready(CHANGES)
+    assert proc.stdout is not None
+    clock = _Clock()
+    reader = ProcReader(full_every_s=5.0, clock=clock)
+    first = reader.read(proc.pid)
+    assert reader.full_reads == 1 and first.cpu_percent is None
+    assert first.cmdline[-1] == proc.args[-1]
+
+    # State, memory and CPU come from /proc/PID/stat on every reading, with no full reading.
+    os.kill(proc.pid, signal.SIGUSR1)
+    assert proc.stdout.readline().strip() == "grown"
+    clock.now += 1
+    grown = reader.read(proc.pid)
+    assert grown.host_rss_bytes is not None and first.host_rss_bytes is not None
+    assert grown.host_rss_bytes - first.host_rss_bytes >= 60 * 1024 * 1024
+    assert grown.cpu_percent is not None and grown.cpu_percent >= 0.0
+    os.kill(proc.pid, signal.SIGSTOP)
+    assert wait_until(lambda: status_of(proc.pid) == "stopped")
+    clock.now += 1
+    assert reader.read(proc.pid).status == "stopped"
+    os.kill(proc.pid, signal.SIGCONT)
+    assert wait_until(lambda: status_of(proc.pid) != "stopped")
+    clock.now += 1
+    assert reader.read(proc.pid).status != "stopped"
+    assert reader.full_reads == 1
+    assert (grown.user, grown.uid, grown.cmdline, grown.create_time) == (
+        first.user,
+        first.uid,
+        first.cmdline,
+        first.create_time,
+    )
+
+    # A new name (exec or prctl) is a full reading at once; so is a reading 5 s after the last.
+    os.kill(proc.pid, signal.SIGUSR2)
+    assert proc.stdout.readline().strip() == "renamed"
+    clock.now += 1
+    assert reader.read(proc.pid).name == "renamed"
+    assert reader.full_reads == 2
+    clock.now += 4.9
+    reader.read(proc.pid)
+    assert reader.full_reads == 2
+    clock.now += 0.1
+    reader.read(proc.pid)
+    assert reader.full_reads == 3
+
+    os.kill(proc.pid, signal.SIGHUP)
+    assert wait_until(lambda: psutil.Process(proc.pid).name() == "sleep")
+    clock.now += 1
+    execed = reader.read(proc.pid)
+    assert execed.cmdline == ("sleep", "119")
+    assert execed.create_time == first.create_time  # the same process, another program
+    assert execed.cpu_percent is not None
+    assert len(reader) == 1

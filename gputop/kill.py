@@ -179,7 +179,7 @@ def _parent_identity(ppid: int | None) -> ProcIdentity | None:
 
 def target_facts(pid: int) -> TargetFacts:
     """Read the facts decide() needs about ``pid`` now."""
-    info = read_proc(pid)
+    info = read_proc(pid, fresh=True)
     if not info.visible:
         return TargetFacts(pid=pid, exists=False)
     parent = read_proc(info.ppid) if info.ppid else None

@@ -185,10 +185,13 @@ class ProcReader:
     def __len__(self) -> int:
         return len(self._cache)
 
-    def read(self, pid: int) -> ProcInfo:
-        """One process; cpu_percent is None on the first reading of a process."""
+    def read(self, pid: int, *, fresh: bool = False) -> ProcInfo:
+        """One process; cpu_percent is None on the first reading of a process.
+
+        ``fresh``: a full reading now, whatever its age (for decisions such as a signal).
+        """
         with self._lock:
-            info, _ = self._read_locked(pid)
+            info, _ = self._read_locked(pid, fresh)
             self._evict_locked()
             return info
 
@@ -206,7 +209,9 @@ class ProcReader:
             self._evict_locked()
             return out
 
-    def _read_locked(self, pid: int) -> tuple[ProcInfo, tuple[int, float] | None]:
+    def _read_locked(
+        self, pid: int, fresh: bool = False
+    ) -> tuple[ProcInfo, tuple[int, float] | None]:
         known = self._at_pid.get(pid)
         stat = _stat(pid) if known is not None else None
         if known is None or stat is None or known.stat is None or stat.start != known.stat.start:
@@ -219,7 +224,8 @@ class ProcReader:
         now = self._clock()
         last, info = known.stat, known.info
         if (
-            info is None
+            fresh
+            or info is None
             or stat is None
             or last is None
             or stat.comm != last.comm  # exec(): another program in the same process
@@ -311,12 +317,13 @@ def _cpu_percent(proc: psutil.Process) -> float | None:
 _DEFAULT_READER = ProcReader(max_cached=1024)
 
 
-def read_proc(pid: int) -> ProcInfo:
+def read_proc(pid: int, *, fresh: bool = False) -> ProcInfo:
     """What the OS tells about ``pid``; never raises for a vanished or foreign PID.
 
-    Uses a shared ProcReader, so a second call for the same process gives a real CPU %.
+    Uses a shared ProcReader, so a second call for the same process gives a real CPU %. Its
+    command line, user and uid may be a few seconds old unless ``fresh``.
     """
-    return _DEFAULT_READER.read(pid)
+    return _DEFAULT_READER.read(pid, fresh=fresh)
 
 
 def parent_chain(pid: int) -> list[ProcInfo]:

@@ -302,3 +302,15 @@ def test_reader_reads_a_known_process_from_its_stat_and_the_rest_every_few_secon
     assert execed.create_time == first.create_time  # the same process, another program
     assert execed.cpu_percent is not None
     assert len(reader) == 1
+
+
+def test_a_fresh_read_is_a_full_reading_whatever_its_age() -> None:
+    clock = _Clock()
+    reader = ProcReader(clock=clock)
+    reader.read(os.getpid())
+    clock.now += 1
+    reader.read(os.getpid())
+    assert reader.full_reads == 1
+    clock.now += 1
+    assert reader.read(os.getpid(), fresh=True).uid == os.getuid()
+    assert reader.full_reads == 2

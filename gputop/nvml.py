@@ -445,7 +445,11 @@ class _ProcessInfoV1(ctypes.Structure):
 
 
 class _ProcessInfoV2(ctypes.Structure):
-    """nvmlProcessInfo_t of the _v2 and _v3 calls (pynvml's own struct for both)."""
+    """nvmlProcessInfo_t of the _v2 and _v3 calls.
+
+    The layout of pynvml's c_nvmlProcessInfo_v2_t (which it uses for both), as a plain Structure:
+    pynvml's structures run a Python ``__getattribute__`` on every field read.
+    """
 
     _fields_ = [
         ("pid", ctypes.c_uint),

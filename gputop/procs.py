@@ -23,10 +23,9 @@ from gputop.model import ProcInfo
 # Environment variables that decide which GPUs a process sees or how it uses them.
 GPU_ENV_PREFIXES = ("CUDA_", "NVIDIA_", "NCCL_", "GPU_", "ROCR_", "HIP_", "TORCH_", "OMP_NUM")
 
-_ATTRS = ["name", "username", "uids", "cmdline", "status", "ppid", "create_time", "memory_info"]
-# psutil checks for a reused PID in ppid() by building another Process; the reader has just read
-# the parent PID from /proc/PID/stat itself.
-_ATTRS_BUT_PPID = [a for a in _ATTRS if a != "ppid"]
+# No "ppid": psutil checks for a reused PID in ppid() by building another Process, and the reader
+# has the parent PID from /proc/PID/stat already.
+_ATTRS = ["name", "username", "uids", "cmdline", "status", "create_time", "memory_info"]
 _MAX_CHAIN = 64  # parent chains longer than this are a loop or a fork bomb; stop there
 
 NOT_VISIBLE_NOTE = (
@@ -218,9 +217,7 @@ class ProcReader:
             found = self._identify(pid, stat)
             if isinstance(found, ProcInfo):
                 return found, None
-            known = found
-            if stat is None:
-                stat = _stat(pid)
+            known, stat = found
         now = self._clock()
         last, info = known.stat, known.info
         if (
@@ -259,12 +256,15 @@ class ProcReader:
         )
         return info, known.key
 
-    def _identify(self, pid: int, stat: _Stat | None) -> _Known | ProcInfo:
-        """The known process now at ``pid`` (a new one if its identity changed), or why none."""
+    def _identify(self, pid: int, stat: _Stat | None) -> tuple[_Known, _Stat | None] | ProcInfo:
+        """The known process now at ``pid`` (a new one if its identity changed) and its stat,
+        or why there is none."""
         if _absent(pid) or not psutil.pid_exists(pid):
             # A PID from another namespace: no psutil.Process, which would read /proc and
             # raise, every tick, for every such process.
             return _not_visible(pid)
+        if stat is None:  # read before the Process, so a PID reused in between shows
+            stat = _stat(pid)
         try:
             proc = psutil.Process(pid)
             key = (pid, proc.create_time())
@@ -277,13 +277,13 @@ class ProcReader:
             known = self._cache[key] = _Known(key, proc)
             _cpu_percent(proc)  # psutil's baseline, used only where /proc/PID/stat is missing
         self._at_pid[pid] = known
-        return known
+        return known, stat
 
     def _full_locked(self, known: _Known, stat: _Stat | None, now: float) -> ProcInfo | None:
         """Read everything through psutil (None: the process has gone)."""
         try:
             with known.proc.oneshot():
-                d = known.proc.as_dict(attrs=_ATTRS_BUT_PPID, ad_value=None)
+                d = known.proc.as_dict(attrs=_ATTRS, ad_value=None)
                 d["ppid"] = stat.ppid if stat is not None else known.proc.ppid()
         except psutil.NoSuchProcess:
             self._forget_locked(known.key)

@@ -1,16 +1,55 @@
-"""argparse value types shared by the commands."""
+"""argparse value types shared by the commands, and the bounds every interval obeys."""
 
 from __future__ import annotations
 
 import argparse
+import math
+
+# Every sampling or repeat interval, from the command line or the dashboard's -/+ keys, lies in
+# these bounds: below 0.1 s the driver calls alone would spin a core; past a day a loop looks hung
+# (and inf would never wake, or overflow the sleep).
+MIN_INTERVAL_S = 0.1
+MAX_INTERVAL_S = 86_400.0
+INTERVAL_BOUNDS_HELP = "0.1 s to 86400 s (1 day)"
 
 
-def positive_float(text: str) -> float:
-    """A number greater than 0 (seconds, milliseconds)."""
+def _number(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number: {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A finite number greater than 0."""
+    value = _number(text)
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be greater than 0: {text!r}")
     return value
+
+
+def interval_seconds(text: str) -> float:
+    """An interval in seconds within [MIN_INTERVAL_S, MAX_INTERVAL_S]."""
+    value = _number(text)
+    if not MIN_INTERVAL_S <= value <= MAX_INTERVAL_S:
+        raise argparse.ArgumentTypeError(f"must be from {INTERVAL_BOUNDS_HELP}: {text!r}")
+    return value
+
+
+def interval_milliseconds(text: str) -> float:
+    """An interval in milliseconds within the same bounds as :func:`interval_seconds`."""
+    value = _number(text)
+    if not MIN_INTERVAL_S * 1000 <= value <= MAX_INTERVAL_S * 1000:
+        raise argparse.ArgumentTypeError(
+            f"must be from {MIN_INTERVAL_S * 1000:g} ms to {MAX_INTERVAL_S * 1000:g} ms "
+            f"(1 day): {text!r}"
+        )
+    return value
+
+
+def clamp_interval(seconds: float) -> float:
+    """``seconds`` moved into the interval bounds (for the dashboard's -/+ keys and the API)."""
+    return min(MAX_INTERVAL_S, max(MIN_INTERVAL_S, seconds))

@@ -11,6 +11,8 @@ import os
 import time
 from dataclasses import dataclass, field
 
+from gputop.sanitize import clean
+
 NOT_ROOT_NOTE = "not root: other users' open files cannot be read; run as root to see every holder"
 
 
@@ -160,7 +162,7 @@ def scan_holders(
         if was_denied:
             unreadable.add(int(name))
         if found:
-            holders[int(name)] = tuple(sorted(found))
+            holders[int(name)] = _names(found)
     return HolderScan(
         holders=holders,
         note=_note(len(unreadable), os.geteuid() if euid is None else euid),
@@ -179,4 +181,9 @@ def held_by(pid: int, dev_dir: str = "/dev", proc_root: str = "/proc") -> tuple[
     found, denied = _scan_pid(os.path.join(proc_root, str(pid)), _device_prefix(dev_dir))
     if denied and not found:
         return None
-    return tuple(sorted(found))
+    return _names(found)
+
+
+def _names(found: set[str]) -> tuple[str, ...]:
+    # Device names are paths under a folder that may not be /dev (the demo's is in /tmp).
+    return tuple(sorted(map(clean, found)))

@@ -26,9 +26,11 @@ from pathlib import Path
 import psutil
 
 from gputop.errors import UsageError
+from gputop.model import ProcInfo
 from gputop.procs import read_proc
 
 _CREATE_TIME_TOLERANCE_S = 0.01  # the same process always reports the same create time
+SENDING = "sending"  # the audit result of a signal recorded before it is sent
 
 
 class Signal(StrEnum):
@@ -74,6 +76,7 @@ class Refusal:
     pid: int
     reason: str
     suggest: ProcIdentity | None = None
+    facts: TargetFacts | None = None  # what was checked, for the audit log
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,6 +89,7 @@ class Plan:
     user: str | None = None
     command: str = ""
     skipped: tuple[int, ...] = ()  # children left alone: not ours, or gputop itself
+    facts: tuple[TargetFacts, ...] = ()  # what was checked of each target, as ``targets``
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,7 +108,11 @@ class KillResult:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AuditEntry:
-    """One signal sent (or refused): time, pid, user, command, signal, result."""
+    """One signal about to be sent, sent, or refused, with the facts that were checked.
+
+    ``create_time`` is the start time the user saw; ``create_time_now``, ``uid``, ``status`` and
+    ``ppid`` what the OS said when it was checked; ``euid`` who asked.
+    """
 
     time_wall: float
     pid: int
@@ -113,6 +121,11 @@ class AuditEntry:
     command: str
     signal: Signal
     result: str
+    uid: int | None = None
+    status: str | None = None
+    ppid: int | None = None
+    create_time_now: float | None = None
+    euid: int | None = None
 
 
 def decide(
@@ -128,13 +141,14 @@ def decide(
     pid = identity.pid
     refuse = _refusal_reason(identity, facts, euid=euid, own_pid=own_pid, own_ppid=own_ppid)
     if refuse is not None:
-        return Refusal(pid=pid, reason=refuse)
+        return Refusal(pid=pid, reason=refuse, facts=facts)
     if facts.status == psutil.STATUS_ZOMBIE:
         parent = f"{facts.ppid} ({facts.parent_name or '?'})"
         return Refusal(
             pid=pid,
             reason=f"PID {pid} is defunct and cannot be killed; signal its parent {parent} instead",
             suggest=_parent_identity(facts.ppid),
+            facts=facts,
         )
     return Plan(
         identity=identity,
@@ -142,6 +156,7 @@ def decide(
         targets=(identity,),
         user=facts.user,
         command=facts.command,
+        facts=(facts,),
     )
 
 
@@ -183,15 +198,19 @@ def target_facts(pid: int) -> TargetFacts:
     if not info.visible:
         return TargetFacts(pid=pid, exists=False)
     parent = read_proc(info.ppid) if info.ppid else None
+    return _facts(info, parent.name if parent is not None else None)
+
+
+def _facts(info: ProcInfo, parent_name: str | None = None) -> TargetFacts:
     return TargetFacts(
-        pid=pid,
-        exists=True,
+        pid=info.pid,
+        exists=info.visible,
         create_time=info.create_time,
         uid=info.uid,
         user=info.user,
         status=info.status,
         ppid=info.ppid,
-        parent_name=parent.name if parent is not None else None,
+        parent_name=parent_name,
         command=info.command,
     )
 
@@ -254,8 +273,11 @@ def _has_exited(proc: psutil.Process) -> bool:
 class Killer:
     """Sends signals after decide() and a last re-check; keeps an audit log.
 
-    ``euid`` defaults to the real effective uid (inject one in tests). ``audit_log``: a file every
-    entry is appended to as a JSON line; checked here, so an unwritable path fails at once.
+    ``euid`` defaults to the real effective uid (inject one in tests). ``audit_log``: a file
+    (created mode 0600: it holds other users' command lines) that every entry is appended to as
+    a JSON line; checked here, so an unwritable path fails at once. Each signal is written to it
+    *before* it is sent (result :data:`SENDING`) and again with its outcome; when that first write
+    fails (disk full, file gone read-only) the signal is refused, never sent unrecorded.
     """
 
     def __init__(self, *, euid: int | None = None, audit_log: str | Path | None = None) -> None:
@@ -265,10 +287,11 @@ class Killer:
         self._lock = threading.Lock()
         if self.audit_log is not None:
             try:
-                with self.audit_log.open("a", encoding="utf-8"):
-                    pass
+                os.close(_open_log(self.audit_log))
             except OSError as exc:
-                raise UsageError(f"cannot write audit log {audit_log}: {exc.strerror}") from None
+                raise UsageError(
+                    f"cannot write audit log {audit_log}: {exc.strerror or exc}"
+                ) from None
 
     @property
     def log(self) -> tuple[AuditEntry, ...]:
@@ -291,6 +314,7 @@ class Killer:
         if isinstance(decision, Refusal) or not with_children:
             return decision
         targets: list[ProcIdentity] = []
+        facts: list[TargetFacts] = []
         skipped: list[int] = []
         for kid in _descendants_deepest_first(identity.pid):
             info = read_proc(kid.pid)
@@ -299,7 +323,9 @@ class Killer:
                 skipped.append(kid.pid)
             else:
                 targets.append(ProcIdentity(pid=kid.pid, create_time=info.create_time))
+                facts.append(_facts(info))
         targets.append(identity)
+        facts.extend(decision.facts)
         return Plan(
             identity=identity,
             signal=signal,
@@ -307,6 +333,7 @@ class Killer:
             user=decision.user,
             command=decision.command,
             skipped=tuple(skipped),
+            facts=tuple(facts),
         )
 
     def send(
@@ -320,18 +347,37 @@ class Killer:
         """Signal the process (and its children); wait up to ``grace_s`` to report ``exited``."""
         decision = self.decide(identity, signal, with_children)
         if isinstance(decision, Refusal):
-            self._record(identity, signal, None, "", f"refused: {decision.reason}")
+            error = self._record(
+                [self._entry(identity, signal, decision.facts, f"refused: {decision.reason}")]
+            )
             return KillResult(
-                ok=False, message=decision.reason, pid=identity.pid, signal=signal, refusal=decision
+                ok=False,
+                message=decision.reason + _unrecorded(error),
+                pid=identity.pid,
+                signal=signal,
+                refusal=decision,
+            )
+        intents = [
+            self._entry(target, signal, facts, SENDING)
+            for target, facts in zip(decision.targets, decision.facts, strict=True)
+        ]
+        error = self._record(intents)
+        if error is not None:
+            reason = (
+                f"{signal} not sent to PID {identity.pid}: cannot write the audit log ({error})"
+            )
+            refusal = Refusal(pid=identity.pid, reason=reason)
+            return KillResult(
+                ok=False, message=reason, pid=identity.pid, signal=signal, refusal=refusal
             )
         sent: list[psutil.Process] = []
         failed: dict[int, str] = {}
         for target in decision.targets:
-            proc, error = _signal_verified(target, signal)
+            proc, why = _signal_verified(target, signal)
             if proc is not None:
                 sent.append(proc)
             else:
-                failed[target.pid] = error
+                failed[target.pid] = why
         return self._result(decision, sent, failed, grace_s)
 
     def _result(
@@ -359,11 +405,16 @@ class Killer:
             message += (
                 f" (with {len(signalled) - (1 if ok else 0)} of {len(plan.targets) - 1} children)"
             )
-        for target in plan.targets:
-            result = failed.get(target.pid) or ("exited" if target.pid in exited_pids else "sent")
-            info_user = plan.user if target.pid == pid else None
-            command = plan.command if target.pid == pid else ""
-            self._record(target, sig, info_user, command, result)
+        outcomes = [
+            self._entry(
+                target,
+                sig,
+                facts,
+                failed.get(target.pid) or ("exited" if target.pid in exited_pids else "sent"),
+            )
+            for target, facts in zip(plan.targets, plan.facts, strict=True)
+        ]
+        message += _unrecorded(self._record(outcomes))
         still = tuple(p for p in signalled if p not in exited_pids)
         return KillResult(
             ok=ok,
@@ -375,27 +426,51 @@ class Killer:
             still_running=still if grace_s > 0 else (),
         )
 
-    def _record(
-        self, identity: ProcIdentity, signal: Signal, user: str | None, command: str, result: str
-    ) -> None:
-        entry = AuditEntry(
+    def _entry(
+        self, identity: ProcIdentity, signal: Signal, facts: TargetFacts | None, result: str
+    ) -> AuditEntry:
+        return AuditEntry(
             time_wall=time.time(),
             pid=identity.pid,
             create_time=identity.create_time,
-            user=user,
-            command=command,
+            user=facts.user if facts is not None else None,
+            command=facts.command if facts is not None else "",
             signal=signal,
             result=result,
+            uid=facts.uid if facts is not None else None,
+            status=facts.status if facts is not None else None,
+            ppid=facts.ppid if facts is not None else None,
+            create_time_now=facts.create_time if facts is not None else None,
+            euid=self.euid,
         )
+
+    def _record(self, entries: list[AuditEntry]) -> str | None:
+        """Keep ``entries`` and append them to the audit file; why that failed, or None."""
         with self._lock:
-            self._log.append(entry)
+            self._log.extend(entries)
             if self.audit_log is None:
-                return
+                return None
+            data = "".join(json.dumps(asdict(e)) + "\n" for e in entries).encode()
             try:
-                with self.audit_log.open("a", encoding="utf-8") as f:
-                    f.write(json.dumps(asdict(entry)) + "\n")
-            except OSError:
-                pass  # checked writable at start; losing one line must not hide the signal's result
+                fd = _open_log(self.audit_log)
+                try:
+                    written = os.write(fd, data)
+                finally:
+                    os.close(fd)
+            except OSError as exc:
+                return f"{self.audit_log}: {exc.strerror or exc}"
+            if written != len(data):
+                return f"{self.audit_log}: short write (disk full?)"
+            return None
+
+
+def _open_log(path: Path) -> int:
+    """The audit file opened for appending, created 0600 (it holds other users' commands)."""
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+
+
+def _unrecorded(error: str | None) -> str:
+    return "" if error is None else f" (audit log not written: {error})"
 
 
 def _signal_verified(target: ProcIdentity, signal: Signal) -> tuple[psutil.Process | None, str]:

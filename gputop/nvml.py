@@ -30,6 +30,7 @@ from gputop.model import (
     Snapshot,
     SystemInfo,
 )
+from gputop.sanitize import clean, clean_optional
 
 T = TypeVar("T")
 
@@ -100,10 +101,13 @@ def _first(*calls: Callable[[], T]) -> T | None:
 
 
 def _text(value: str | bytes | None) -> str | None:
-    """Bindings disagree on str vs bytes for names, UUIDs and versions."""
+    """A driver string as clean text (the driver can lie, and a board's name reaches labels).
+
+    Bindings disagree on str vs bytes for names, UUIDs and versions.
+    """
     if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return value
+        value = value.decode("utf-8", "surrogateescape")
+    return clean_optional(value)
 
 
 def cuda_version_text(version: int | None) -> str | None:
@@ -234,7 +238,7 @@ class NvmlSource:
 
     def _read_system(self) -> SystemInfo:
         return SystemInfo(
-            hostname=socket.gethostname(),
+            hostname=clean(socket.gethostname()),
             driver_version=_text(_first(pynvml.nvmlSystemGetDriverVersion)),
             cuda_driver_version=cuda_version_text(
                 _first(

@@ -19,6 +19,7 @@ import psutil
 
 from gputop.errors import UsageError
 from gputop.model import ProcInfo
+from gputop.sanitize import clean, clean_optional
 
 # Environment variables that decide which GPUs a process sees or how it uses them.
 GPU_ENV_PREFIXES = ("CUDA_", "NVIDIA_", "NCCL_", "GPU_", "ROCR_", "HIP_", "TORCH_", "OMP_NUM")
@@ -39,7 +40,11 @@ def _denied_note(missing: list[str]) -> str:
 
 
 def _info_from_dict(pid: int, d: dict[str, Any], cpu_percent: float | None) -> ProcInfo:
-    """Build a ProcInfo from psutil's as_dict() output (None where access was denied)."""
+    """Build a ProcInfo from psutil's as_dict() output (None where access was denied).
+
+    The process's own strings (name, argv, user name) are cleaned here, where they enter the
+    model: another user wrote them, and every view prints them as they are.
+    """
     missing = [k for k in ("username", "cmdline", "memory_info") if d.get(k) is None]
     uids = d.get("uids")
     mem = d.get("memory_info")
@@ -50,10 +55,10 @@ def _info_from_dict(pid: int, d: dict[str, Any], cpu_percent: float | None) -> P
     return ProcInfo(
         pid=pid,
         create_time=d.get("create_time"),
-        user=d.get("username"),
+        user=clean_optional(d.get("username")),
         uid=uids.real if uids is not None else None,
-        name=d.get("name"),
-        cmdline=tuple(cmdline) if cmdline else (),
+        name=clean_optional(d.get("name")),
+        cmdline=tuple(map(clean, cmdline)) if cmdline else (),
         status=str(status) if status is not None else None,
         ppid=d.get("ppid"),
         cpu_percent=cpu_percent,
@@ -350,10 +355,13 @@ def children(pid: int, *, recursive: bool = False) -> list[ProcInfo]:
 
 
 def environment(pid: int) -> dict[str, str]:
-    """The environment of ``pid``; raises UsageError with a readable reason if it can't be read."""
+    """The environment of ``pid``, names and values cleaned (:mod:`gputop.sanitize`).
+
+    Raises UsageError with a readable reason if it can't be read.
+    """
     try:
         proc = psutil.Process(pid)
-        return dict(proc.environ())
+        return {clean(k): clean(v) for k, v in proc.environ().items()}
     except psutil.ZombieProcess:
         raise UsageError(f"PID {pid} is defunct: a zombie has no environment left") from None
     except psutil.NoSuchProcess:

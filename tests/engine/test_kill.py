@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
+import time
 from pathlib import Path
 
 import psutil
@@ -91,7 +93,10 @@ def test_term_exits_and_is_reported(spawner: Spawner) -> None:
     assert result.exited is True
     assert "it exited" in result.message
     assert status_of(proc.pid) is None  # exited and reaped by the wait
-    assert [(e.pid, e.signal, e.result) for e in killer.log] == [(proc.pid, Signal.TERM, "exited")]
+    assert [(e.pid, e.signal, e.result) for e in killer.log] == [
+        (proc.pid, Signal.TERM, "sending"),
+        (proc.pid, Signal.TERM, "exited"),
+    ]
 
 
 def test_term_ignored_then_kill(spawner: Spawner) -> None:
@@ -176,11 +181,61 @@ def test_audit_log_file(spawner: Spawner, tmp_path: Path) -> None:
     killer.send(ProcIdentity(pid=1, create_time=0.0), Signal.TERM)
     killer.send(_identity(proc.pid), Signal.KILL, grace_s=10)
     lines = [json.loads(line) for line in path.read_text().splitlines()]
-    assert [(d["pid"], d["signal"]) for d in lines] == [(1, "TERM"), (proc.pid, "KILL")]
-    assert lines[0]["result"].startswith("refused: ")
-    assert lines[1]["result"] == "exited"
-    assert "time.sleep(120)" in lines[1]["command"]
-    assert len(killer.log) == 2
+    assert [(d["pid"], d["signal"], d["result"][:8]) for d in lines] == [
+        (1, "TERM", "refused:"),
+        (proc.pid, "KILL", "sending"),  # written before the signal
+        (proc.pid, "KILL", "exited"),
+    ]
+    assert "time.sleep(120)" in lines[2]["command"]
+    assert lines[2]["uid"] == os.getuid()
+    assert len(killer.log) == 3
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600  # it holds other users' command lines
+
+
+def test_refusal_records_carry_the_facts_checked(spawner: Spawner, tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    proc = spawner.start("import time; time.sleep(120)")
+    seen = _identity(proc.pid)
+    Killer(audit_log=path).send(
+        ProcIdentity(pid=proc.pid, create_time=(seen.create_time or 0) - 100), Signal.TERM
+    )
+    Killer(audit_log=path, euid=os.getuid() + 4242).send(seen, Signal.TERM)
+    reused, other_user = (json.loads(line) for line in path.read_text().splitlines())
+    assert "different process" in reused["result"]
+    assert reused["create_time_now"] == pytest.approx(seen.create_time)
+    assert reused["create_time"] == pytest.approx((seen.create_time or 0) - 100)
+    assert "time.sleep(120)" in reused["command"]
+    assert reused["user"] and reused["uid"] == os.getuid()
+    assert "only root" in other_user["result"]
+    assert other_user["euid"] == os.getuid() + 4242
+    assert other_user["uid"] == os.getuid()
+    assert status_of(proc.pid) not in (None, "zombie")  # neither refusal sent anything
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_audit_log_that_cannot_be_written_refuses_the_signal(spawner: Spawner) -> None:
+    proc = spawner.start("import time; time.sleep(120)")
+    killer = Killer(audit_log="/dev/full")  # opens fine; every write fails with ENOSPC
+    result = killer.send(_identity(proc.pid), Signal.KILL, grace_s=0.5)
+    assert not result.ok
+    assert "cannot write the audit log" in result.message
+    assert "/dev/full" in result.message
+    assert "\n" not in result.message
+    time.sleep(0.3)
+    assert status_of(proc.pid) not in (None, "zombie")  # the signal was never sent
+
+
+def test_hostile_command_reaches_the_audit_log_escaped(spawner: Spawner, tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    proc = spawner.start("import time; time.sleep(120)", "\x1b]0;OWNED\x07", "\u202e\x9b2J")
+    Killer(audit_log=path).send(_identity(proc.pid), Signal.KILL, grace_s=10)
+    raw = path.read_bytes()
+    assert raw.isascii()
+    for bad in ("\x1b", "\x07", "\x9b", "\u202e"):
+        assert bad not in raw.decode()
+    command = json.loads(raw.splitlines()[-1])["command"]
+    assert "\\x1b]0;OWNED\\x07" in command
+    assert "\\u202e\\x9b2J" in command
 
 
 def test_no_audit_file_unless_asked(

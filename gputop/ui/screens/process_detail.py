@@ -15,7 +15,7 @@ from textual.widgets import Footer, Static
 from gputop import procs
 from gputop.errors import GputopError
 from gputop.holders import held_by
-from gputop.kill import AuditEntry
+from gputop.kill import SENDING, AuditEntry
 from gputop.model import ProcessRow, ProcInfo
 from gputop.ui import text
 
@@ -169,7 +169,7 @@ class ProcessDetailScreen(Screen[None]):
         return [
             f"{text.clock_time(e.time_wall)}  SIG{e.signal.value}  {e.result}"
             for e in self.signal_log
-            if e.pid == self.row.pid and (ct is None or e.create_time == ct)
+            if e.pid == self.row.pid and e.result != SENDING and (ct is None or e.create_time == ct)
         ]
 
     def _environment(self) -> Text:

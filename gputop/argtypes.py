@@ -14,18 +14,18 @@ INTERVAL_BOUNDS_HELP = "0.1 s to 86400 s (1 day)"
 
 
 def _number(text: str) -> float:
+    """A float; nan and inf pass (the callers' range checks refuse them, naming the range)."""
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number: {text!r}")
-    return value
 
 
 def positive_float(text: str) -> float:
     """A finite number greater than 0."""
     value = _number(text)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number: {text!r}")
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be greater than 0: {text!r}")
     return value
@@ -44,7 +44,7 @@ def interval_milliseconds(text: str) -> float:
     value = _number(text)
     if not MIN_INTERVAL_S * 1000 <= value <= MAX_INTERVAL_S * 1000:
         raise argparse.ArgumentTypeError(
-            f"must be from {MIN_INTERVAL_S * 1000:g} ms to {MAX_INTERVAL_S * 1000:g} ms "
+            f"must be from {MIN_INTERVAL_S * 1000:.0f} ms to {MAX_INTERVAL_S * 1000:.0f} ms "
             f"(1 day): {text!r}"
         )
     return value

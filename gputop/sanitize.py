@@ -8,8 +8,9 @@ command read backwards. So each such string is cleaned once, where it enters the
 process reader, the driver layer, the environment reader), and every view prints it as it is.
 
 Unsafe characters are shown, not dropped, so the user sees that something was there:
-``\\x1b`` for C0/DEL/C1 controls, ``\\u202e`` for bidi and line-separator controls, and ``\\xff``
-for a byte that was not valid UTF-8 (Python decodes those to lone surrogates U+DC80..U+DCFF).
+``\\n``, ``\\t``, ``\\r`` and ``\\x1b`` for C0/DEL/C1 controls, ``\\u202e`` for bidi and
+line-separator controls, and ``\\xff`` for a byte that was not valid UTF-8 (Python decodes those
+to lone surrogates U+DC80..U+DCFF).
 """
 
 from __future__ import annotations
@@ -24,8 +25,14 @@ UNSAFE_CHARS = (
 _UNSAFE = re.compile(f"[{UNSAFE_CHARS}]")
 
 
+_SHORT = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}  # as Python and shells write them
+
+
 def _visible(match: re.Match[str]) -> str:
-    code = ord(match.group())
+    char = match.group()
+    if char in _SHORT:
+        return _SHORT[char]
+    code = ord(char)
     if 0xDC80 <= code <= 0xDCFF:  # an undecodable byte, as os.fsdecode() hands it over
         return f"\\x{code - 0xDC00:02x}"
     if code <= 0xFF:
@@ -48,3 +55,21 @@ def clean_optional(text: str | None) -> str | None:
 def is_clean(text: str) -> bool:
     """True when ``text`` holds no character :func:`clean` would escape."""
     return _UNSAFE.search(text) is None
+
+
+# What json.dumps(ensure_ascii=False) leaves raw that a terminal or a log reader must not get:
+# DEL, C1, bidi and separator controls, and lone surrogates (not even encodable as UTF-8).
+_JSON_UNSAFE = re.compile(
+    "[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ud800-\udfff]"
+)
+
+
+def json_safe(document: str) -> str:
+    """A JSON text from ``json.dumps(..., ensure_ascii=False)`` with the unsafe rest escaped.
+
+    json.dumps escapes C0 controls itself; this writes the others as ``\\uXXXX``, which JSON
+    allows anywhere they can occur (inside strings), so the document stays valid and equal.
+    """
+    if _JSON_UNSAFE.search(document) is None:
+        return document
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", document)

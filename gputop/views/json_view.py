@@ -16,6 +16,7 @@ from enum import Enum
 from typing import Any
 
 from gputop.model import GpuProcess, GpuSample, ProcessRow, ProcInfo, Snapshot, SystemInfo
+from gputop.sanitize import json_safe
 
 SCHEMA_VERSION = 1
 
@@ -89,6 +90,10 @@ def snapshot_to_dict(snapshot: Snapshot) -> dict[str, Any]:
 def render_json(snapshot: Snapshot, *, indent: int | None = 2) -> str:
     """The snapshot as JSON text (no trailing newline); ``indent=None`` gives one line."""
     separators = (",", ":") if indent is None else None
-    return json.dumps(
-        snapshot_to_dict(snapshot), indent=indent, ensure_ascii=False, separators=separators
+    # Strings from processes are clean already (gputop.sanitize); json_safe also escapes C1 and
+    # bidi controls from anywhere else, keeping readable UTF-8 for names and paths.
+    return json_safe(
+        json.dumps(
+            snapshot_to_dict(snapshot), indent=indent, ensure_ascii=False, separators=separators
+        )
     )

@@ -16,9 +16,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import IO
 
-from gputop.argtypes import positive_float
+from gputop.argtypes import INTERVAL_BOUNDS_HELP, interval_milliseconds, interval_seconds
 from gputop.errors import UsageError
 from gputop.model import GpuSample, ProcessType, Snapshot
+from gputop.sanitize import json_safe
 from gputop.source import Source, source_from_args
 from gputop.views.query_fields import (
     AppField,
@@ -64,12 +65,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--loop",
         nargs="?",
         const=DEFAULT_LOOP_S,
-        type=positive_float,
+        type=interval_seconds,
         metavar="SEC",
-        help=f"repeat every SEC seconds (default {DEFAULT_LOOP_S:g}) until Ctrl-C",
+        help=f"repeat every SEC seconds (default {DEFAULT_LOOP_S:g}; {INTERVAL_BOUNDS_HELP}) "
+        "until Ctrl-C",
     )
     parser.add_argument(
-        "-lms", "--loop-ms", type=positive_float, metavar="MS", help="repeat every MS ms"
+        "-lms",
+        "--loop-ms",
+        type=interval_milliseconds,
+        metavar="MS",
+        help="repeat every MS ms (100 to 86400000)",
     )
     parser.add_argument("-f", "--filename", metavar="FILE", help="write to FILE, not stdout")
     parser.add_argument(
@@ -169,6 +175,17 @@ def app_rows(
     return rows
 
 
+def csv_cell(value: str) -> str:
+    """``value`` as one CSV cell: quoted (RFC 4180) only when it holds a comma or a quote.
+
+    nvidia-smi never quotes, so plain values stay as it writes them; a process name with a comma
+    would otherwise add a column. Newlines cannot occur: names are cleaned where they are read.
+    """
+    if "," in value or '"' in value:
+        return '"' + value.replace('"', '""') + '"'
+    return value
+
+
 def gpu_lines(
     snapshot: Snapshot, fields: Sequence[Field], indices: Sequence[int], fmt: OutputFormat
 ) -> list[str]:
@@ -180,9 +197,11 @@ def gpu_lines(
             continue
         if fmt.json:
             record = {f.name: gpu_value(f, snapshot, gpu) for f in fields}
-            lines.append(json.dumps(record, ensure_ascii=False))
+            lines.append(json_safe(json.dumps(record, ensure_ascii=False)))
         else:
-            lines.append(", ".join(field_text(f, snapshot, gpu, units=fmt.units) for f in fields))
+            lines.append(
+                ", ".join(csv_cell(field_text(f, snapshot, gpu, units=fmt.units)) for f in fields)
+            )
     return lines
 
 
@@ -192,10 +211,12 @@ def app_lines(
     """The data lines of one sample of --query-compute-apps."""
     if fmt.json:
         return [
-            json.dumps({f.name: f.read(snapshot, r) for f in fields}, ensure_ascii=False)
+            json_safe(json.dumps({f.name: f.read(snapshot, r) for f in fields}, ensure_ascii=False))
             for r in rows
         ]
-    return [", ".join(app_text(f, snapshot, r, units=fmt.units) for f in fields) for r in rows]
+    return [
+        ", ".join(csv_cell(app_text(f, snapshot, r, units=fmt.units)) for f in fields) for r in rows
+    ]
 
 
 @contextmanager
@@ -209,8 +230,12 @@ def _output(filename: str | None) -> Iterator[IO[str]]:
         raise UsageError(f"cannot write {filename}: {exc.strerror or exc}") from None
     try:
         yield handle
+        handle.flush()
+    except OSError as exc:  # disk full, /dev/full, a file system gone read-only
+        raise UsageError(f"cannot write {filename}: {exc.strerror or exc}") from None
     finally:
-        handle.close()
+        with contextlib.suppress(OSError):  # its flush failed above already
+            handle.close()
 
 
 def _interval_s(args: argparse.Namespace) -> float | None:

@@ -19,6 +19,7 @@ from gputop.procs import (
     parent_chain,
     read_proc,
 )
+from gputop.sanitize import clean
 from tests.engine.spawn import PY, ZOMBIE_PARENT, Spawner, status_of, wait_until
 
 
@@ -255,7 +256,7 @@ def test_reader_reads_a_known_process_from_its_stat_and_the_rest_every_few_secon
     reader = ProcReader(full_every_s=5.0, clock=clock)
     first = reader.read(proc.pid)
     assert reader.full_reads == 1 and first.cpu_percent is None
-    assert first.cmdline[-1] == proc.args[-1]
+    assert first.cmdline[-1] == clean(proc.args[-1])  # a newline is shown as \\n
 
     # State, memory and CPU come from /proc/PID/stat on every reading, with no full reading.
     os.kill(proc.pid, signal.SIGUSR1)

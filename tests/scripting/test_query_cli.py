@@ -121,20 +121,20 @@ def test_unwritable_filename_is_one_line_exit_2(box: Box, run_cli: Cli, tmp_path
 def test_loop_writes_count_samples_on_schedule(box: Box, run_cli: Cli) -> None:
     source = box("demo", wall=None)  # real timestamps
     result = run_cli(
-        source, "query", "--query-gpu=timestamp,index", "-lms", "50", "--count", "4", "-i", "0,1"
+        source, "query", "--query-gpu=timestamp,index", "-lms", "100", "--count", "4", "-i", "0,1"
     )
     assert result.rc == 0
     lines = result.out.splitlines()
     assert lines[0] == "timestamp, index" and len(lines) == 1 + 4 * 2
     stamps = [datetime.strptime(line.split(", ")[0], "%Y/%m/%d %H:%M:%S.%f") for line in lines[1:]]
     assert [line.split(", ")[1] for line in lines[1:]] == ["0", "1"] * 4
-    # Sample k is not taken before start + k * 50 ms: the last is >= 150 ms after the first.
-    assert (stamps[-1] - stamps[0]).total_seconds() >= 0.15 - 0.002
+    # Sample k is not taken before start + k * 100 ms: the last is >= 300 ms after the first.
+    assert (stamps[-1] - stamps[0]).total_seconds() >= 0.3 - 0.002
     assert source.calls == 4
 
 
 def test_loop_seconds_option(box: Box, run_cli: Cli) -> None:
-    result = run_cli(box("demo"), "query", "--query-gpu=index", "-l", "0.01", "--count", "3")
+    result = run_cli(box("demo"), "query", "--query-gpu=index", "-l", "0.1", "--count", "3")
     assert len(result.out.splitlines()) == 1 + 3 * 4
 
 
@@ -164,7 +164,7 @@ def test_ctrl_c_ends_cleanly_with_a_complete_file(box: Box, run_cli: Cli, tmp_pa
     target = tmp_path / "log.csv"
     source = InterruptAfter(box("demo"), 3)
     result = run_cli(
-        source, "query", "--query-gpu=index,memory.used", "-lms", "10", "-f", str(target)
+        source, "query", "--query-gpu=index,memory.used", "-lms", "100", "-f", str(target)
     )
     assert result.rc == 0 and result.err == ""
     text = target.read_text()
@@ -212,8 +212,42 @@ def test_compute_apps_as_json_lines(box: Box, run_cli: Cli) -> None:
 
 
 def test_nvidia_smi_spellings_of_the_loop_options(box: Box, run_cli: Cli) -> None:
-    for argv in (("-lms=20",), ("--loop-ms", "20"), ("-l=0.02",), ("--loop=0.02",)):
+    for argv in (("-lms=100",), ("--loop-ms", "100"), ("-l=0.1",), ("--loop=0.1",)):
         result = run_cli(
             box("demo"), "query", "--query-gpu=index", "-i", "0", "--count", "2", *argv
         )
         assert result.out.splitlines() == ["index", "0", "0"], argv
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("-l", "inf"),
+        ("-l", "nan"),
+        ("-l", "1e-9"),
+        ("-l", "86401"),
+        ("-lms", "inf"),
+        ("-lms", "99"),
+        ("-lms", "1e300"),
+    ],
+)
+def test_loop_intervals_out_of_bounds_are_one_line(
+    argv: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gputop.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["query", "--query-gpu=index", *argv])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith("gputop query: error: argument")
+    assert "1 day" in err
+
+
+def test_query_to_a_full_disk_is_one_line(box: Box, run_cli: Cli) -> None:
+    if not Path("/dev/full").exists():
+        pytest.skip("needs /dev/full")
+    result = run_cli(box("demo"), "query", "--query-gpu=index", "-f", "/dev/full")
+    assert result.rc == 2
+    assert result.err.strip() == "gputop: cannot write /dev/full: No space left on device"

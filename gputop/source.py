@@ -57,20 +57,26 @@ def open_source(
 
 
 def add_source_arguments(parser: argparse.ArgumentParser) -> None:
-    """The --demo/--scenario options every command shares."""
+    """The --demo/--scenario options every command shares, before or after its name.
+
+    The main parser and each subcommand's parser get them. No default is stored
+    (``argparse.SUPPRESS``): a subcommand's parser copies every attribute it has over the main
+    parser's, so a stored None would erase ``gputop --scenario F doctor``'s F. Read them with
+    ``getattr(args, "demo", None)``, as :func:`source_from_args` does.
+    """
     group = parser.add_argument_group("data source")
     group.add_argument(
         "--demo",
         nargs="?",
         const="demo",
-        default=None,
+        default=argparse.SUPPRESS,
         metavar="NAME",
         help="use the simulated driver with a shipped scenario (default: demo; also dgx, faults)",
     )
     group.add_argument(
         "--scenario",
         metavar="FILE",
-        default=None,
+        default=argparse.SUPPRESS,
         help="use the simulated driver with a scenario file",
     )
 

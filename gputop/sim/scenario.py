@@ -11,6 +11,7 @@ import functools
 import json
 import math
 import random
+import stat
 import tomllib
 import zlib
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from typing import Any
 
 from gputop.errors import UsageError
 from gputop.model import THROTTLE_REASON_BITS
+from gputop.sanitize import clean
 from gputop.sim.actors import ActorSpec
 
 MiB = 1024 * 1024
@@ -317,30 +319,66 @@ SHIPPED = ("demo", "dgx", "faults")
 
 
 def load_scenario(name_or_path: str | Path) -> Scenario:
-    """Load a shipped scenario by name (demo, dgx, faults) or a TOML/JSON file by path."""
-    text: str
-    suffix: str
+    """Load a shipped scenario by name (demo, dgx, faults) or a TOML/JSON file by path.
+
+    Any problem with a file (missing, unreadable, not text, not TOML/JSON, bad content) raises
+    UsageError with one line naming the file and the reason.
+    """
     if str(name_or_path) in SHIPPED:
         res = resources.files("gputop.sim").joinpath("scenarios", f"{name_or_path}.toml")
-        text, suffix = res.read_text(encoding="utf-8"), ".toml"
-    else:
-        path = Path(name_or_path)
-        if not path.is_file():
-            names = ", ".join(SHIPPED)
-            raise UsageError(
-                f"no scenario {str(name_or_path)!r} (shipped: {names}; or a file path)"
-            )
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"cannot read scenario {path}: {exc.strerror}") from None
-        suffix = path.suffix.lower()
+        return Scenario.from_dict(tomllib.loads(res.read_text(encoding="utf-8")))
+    path = Path(name_or_path)
+    where = f"scenario {clean(str(name_or_path))}"
+    text = _decode(_read_file(path, where), where)
+    kind = "JSON" if path.suffix.lower() == ".json" else "TOML"
     try:
-        data = json.loads(text) if suffix == ".json" else tomllib.loads(text)
-    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
-        kind = "JSON" if suffix == ".json" else "TOML"
-        raise UsageError(f"scenario {name_or_path}: not valid {kind}: {exc}") from None
-    return Scenario.from_dict(data)
+        data = json.loads(text) if kind == "JSON" else tomllib.loads(text)
+    except ValueError as exc:  # JSONDecodeError and TOMLDecodeError are both ValueErrors
+        raise UsageError(f"{where}: not valid {kind}: {clean(str(exc))}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{where}: not {kind} settings (the top level must be an object)")
+    try:
+        return Scenario.from_dict(data)
+    except UsageError as exc:
+        raise UsageError(f"{where}: {str(exc).removeprefix('scenario: ')}") from None
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
+        # A value of the wrong shape (a string where a number or a table belongs, ...).
+        raise UsageError(f"{where}: a value has the wrong type ({clean(str(exc))})") from None
+
+
+MAX_SCENARIO_BYTES = 16 * 1024 * 1024  # scenarios are a few KiB; this is surely not one
+
+
+def _read_file(path: Path, where: str) -> bytes:
+    """The file's bytes, or UsageError saying in words why they cannot be had."""
+    try:
+        info = path.stat()  # before open(): opening a FIFO would block
+        if stat.S_ISDIR(info.st_mode):
+            raise UsageError(f"{where}: is a directory")
+        if not stat.S_ISREG(info.st_mode):
+            raise UsageError(f"{where}: not a regular file")
+        if info.st_size > MAX_SCENARIO_BYTES:
+            raise UsageError(f"{where}: too large ({info.st_size} bytes) for a scenario")
+        return path.read_bytes()
+    except FileNotFoundError:
+        # Also what a mistyped --demo NAME ends in, so the shipped names are listed.
+        name, shipped = clean(str(path)), ", ".join(SHIPPED)
+        raise UsageError(f"no scenario {name!r}: no such file (shipped: {shipped})") from None
+    except OSError as exc:
+        reason = (exc.strerror or type(exc).__name__).lower()
+        raise UsageError(f"{where}: {reason}") from None
+
+
+def _decode(raw: bytes, where: str) -> str:
+    """UTF-8 text (a UTF-8 byte-order mark is allowed), or UsageError naming the first bad byte."""
+    try:
+        return raw.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        bad = raw[exc.start]
+        hint = ": a UTF-16 byte-order mark" if raw[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
+        raise UsageError(
+            f"{where}: not UTF-8 text (byte 0x{bad:02x} at offset {exc.start}{hint})"
+        ) from None
 
 
 @functools.lru_cache(maxsize=4096)

@@ -1,11 +1,16 @@
-"""/metrics over HTTP in-process: labels per GPU, scrapes never reach the driver, hung driver."""
+"""/metrics over HTTP in-process: labels per GPU, scrapes never reach the driver, hung driver,
+routes (404, 405, HEAD, gzip) and name[] filtering."""
 
 from __future__ import annotations
 
+import gzip
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from gputop.export_prom import MetricsServer, SnapshotCollector, make_registry
 from gputop.sampler import Sampler
@@ -19,11 +24,12 @@ from tests.fakes import FakeSource
 class Served:
     """A sampler on ``source`` and /metrics on a free loopback port; closed by the fixture."""
 
-    def __init__(self, source: Source, interval_s: float) -> None:
+    def __init__(self, source: Source, interval_s: float, **server_args: float) -> None:
         self.sampler = Sampler(source, interval_s=interval_s, enrich=False)
         collector = SnapshotCollector(self.sampler)
-        self.server = MetricsServer(make_registry(collector), "127.0.0.1", 0)
-        self.url = f"http://127.0.0.1:{self.server.port}/metrics"
+        self.server = MetricsServer(make_registry(collector), "127.0.0.1", 0, **server_args)
+        self.base = f"http://127.0.0.1:{self.server.port}"
+        self.url = f"{self.base}/metrics"
         self.sampler.start()
         deadline = time.monotonic() + 10
         while self.sampler.latest is None:
@@ -40,8 +46,8 @@ def serve() -> Iterator[type[Served]]:
     opened: list[Served] = []
 
     class Tracked(Served):
-        def __init__(self, source: Source, interval_s: float) -> None:
-            super().__init__(source, interval_s)
+        def __init__(self, source: Source, interval_s: float, **server_args: float) -> None:
+            super().__init__(source, interval_s, **server_args)
             opened.append(self)
 
     yield Tracked
@@ -100,3 +106,92 @@ def test_hung_driver_raises_sample_age_and_scrapes_still_answer(serve: type[Serv
         assert samples(body, "DCGM_FI_DEV_GPU_UTIL")  # the last good values are still served
     finally:
         source.release.set()
+
+
+def _request(url: str, method: str = "GET", **headers: str) -> tuple[int, dict[str, str], bytes]:
+    """(status, headers, body) of one request, error statuses included."""
+    req = urllib.request.Request(url, method=method, headers=headers)
+    if method == "POST":
+        req.data = b"x" * 10_000
+    try:
+        with urllib.request.urlopen(req, timeout=5) as response:
+            return response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return exc.code, dict(exc.headers), exc.read()
+
+
+def _families(body: bytes) -> set[str]:
+    return {family.name for family in text_string_to_metric_families(body.decode())}
+
+
+@pytest.mark.parametrize("path", ["/../../etc/passwd", "/metricsx", "/foo", "/metrics/"])
+def test_other_paths_are_not_found(sim_source: SimFactory, serve: type[Served], path: str) -> None:
+    served = serve(sim_source("demo")[0], 60.0)
+    status, _headers, body = _request(served.base + path)
+    assert status == 404
+    assert b"DCGM" not in body
+
+
+def test_root_links_to_metrics(sim_source: SimFactory, serve: type[Served]) -> None:
+    served = serve(sim_source("demo")[0], 60.0)
+    status, headers, body = _request(served.base + "/")
+    assert status == 200
+    assert headers["Content-Type"].startswith("text/html")
+    assert b'href="/metrics"' in body
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE"])
+def test_other_methods_are_not_allowed(
+    sim_source: SimFactory, serve: type[Served], method: str
+) -> None:
+    served = serve(sim_source("demo")[0], 60.0)
+    status, headers, _body = _request(served.url, method)
+    assert status == 405
+    assert headers["Allow"] == "GET, HEAD"
+
+
+def test_head_sends_headers_only(sim_source: SimFactory, serve: type[Served]) -> None:
+    served = serve(sim_source("demo")[0], 60.0)
+    _status, _headers, full = _request(served.url)
+    status, headers, body = _request(served.url, "HEAD")
+    assert (status, body) == (200, b"")
+    assert headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    assert abs(int(headers["Content-Length"]) - len(full)) < 100  # the sample age changes digits
+
+
+def test_gzip_when_asked(sim_source: SimFactory, serve: type[Served]) -> None:
+    served = serve(sim_source("demo")[0], 60.0)
+    status, headers, body = _request(served.url, **{"Accept-Encoding": "gzip"})
+    assert (status, headers["Content-Encoding"]) == (200, "gzip")
+    assert b"DCGM_FI_DEV_GPU_UTIL{" in gzip.decompress(body)
+
+
+def test_openmetrics_when_asked(sim_source: SimFactory, serve: type[Served]) -> None:
+    served = serve(sim_source("demo")[0], 60.0)
+    status, headers, body = _request(served.url, Accept="application/openmetrics-text")
+    assert status == 200
+    assert headers["Content-Type"].startswith("application/openmetrics-text")
+    assert body.endswith(b"# EOF\n")
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        (
+            "name[]=DCGM_FI_DEV_GPU_UTIL&name[]=gputop_sample_age_seconds",
+            {"DCGM_FI_DEV_GPU_UTIL", "gputop_sample_age_seconds"},
+        ),
+        ("name[]=gputop_sampler_errors_total", {"gputop_sampler_errors"}),  # a counter's sample
+        ("name[]=gputop_sampler_errors", {"gputop_sampler_errors"}),  # ... or family name
+        ("name[]=no_such_metric", set()),
+    ],
+)
+def test_name_filter_returns_exactly_the_asked_families(
+    sim_source: SimFactory, serve: type[Served], query: str, expected: set[str]
+) -> None:
+    served = serve(sim_source("demo")[0], 60.0)
+    status, _headers, body = _request(f"{served.url}?{query}")
+    assert status == 200
+    assert _families(body) == expected
+    assert len(_families(_request(served.url)[2])) > len(expected) + 5  # unfiltered: all

@@ -127,6 +127,7 @@ class ConfirmKill(ModalScreen[list[KillResult]]):
                 r.message,
                 title=f"SIG{r.signal.value}" if r.ok else "Refused",
                 severity="information" if r.ok else "error",
+                markup=False,  # the message names processes: "[" in a name is not markup
             )
         self.query_one("#kill-result", Static).update(Text("\n".join(lines)))
         running = any(r.still_running for r in results)

@@ -98,9 +98,9 @@ def mhz(value_mhz: int | None) -> str:
     return NA if value_mhz is None else f"{value_mhz}MHz"
 
 
-def temperature(value_c: int | None) -> str:
-    """``"61°C"``."""
-    return NA if value_c is None else f"{value_c}°C"
+def temperature(value_c: int | None, degree: str = "°") -> str:
+    """``"61°C"``; ``degree=""`` gives ``"61C"`` for an output that cannot carry '°'."""
+    return NA if value_c is None else f"{value_c}{degree}C"
 
 
 def pstate(value: int | None) -> str:

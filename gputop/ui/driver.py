@@ -4,6 +4,11 @@ Textual's own input thread wakes every 0.1 s (to notice a lone Esc and to check 
 wake-ups a second, about 0.15 % of a core on a dashboard nobody is typing into. Here the thread
 waits without a timeout, except while the parser holds the start of a possible escape
 sequence, and ``disable_input()`` wakes it through a pipe so quitting stays instant.
+
+Where the terminal cannot carry Unicode (an ISO-8859-1 or ASCII locale, PYTHONIOENCODING=ascii),
+write() turns each character it cannot encode into an ASCII stand-in of the same width: Textual
+draws box-drawing borders, scrollbars and block characters of its own, which would otherwise
+come out as ``\\u2500`` (stderr's backslashreplace) or not at all.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from textual._parser import ParseError
 from textual._xterm_parser import XTermParser
 from textual.drivers.linux_driver import LinuxDriver
 from textual.message import Message
+
+from gputop import glyphs
 
 # Used when the parser is waiting for the rest of an escape sequence, or when a future Textual
 # no longer tells us (then this is Textual's own behaviour).
@@ -99,6 +106,12 @@ class CalmLinuxDriver(LinuxDriver):
         super().__init__(*args, **kwargs)
         # Textual's disable_input() sets exit_event, then joins the input thread.
         self.exit_event: WakingEvent = WakingEvent()
+        # None where the terminal takes Unicode (UTF-8): then write() costs nothing more.
+        self._to_terminal = glyphs.translator(glyphs.output_encoding(self._file))
+
+    def write(self, data: str) -> None:
+        to_terminal = self._to_terminal
+        super().write(data if to_terminal is None else to_terminal(data))
 
     def run_input_thread(self) -> None:
         wake_r, wake_w = os.pipe()

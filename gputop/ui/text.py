@@ -2,15 +2,20 @@
 
 The dashboard needs tighter text than the one-shot views (a 6-character memory cell, bars,
 sparklines), so it keeps these few helpers; levels (thresholds) come from gputop.format.
+Bars and sparklines use ASCII (``#``, `` _.:-=+*#``) where Textual's output (stderr) cannot
+carry Unicode; the driver turns any other character into an ASCII stand-in.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Sequence
 
+from gputop import glyphs
+
 NA = "N/A"
-_BLOCKS = " ▁▂▃▄▅▆▇█"
+GLYPHS = glyphs.for_stream(sys.__stderr__)  # where Textual writes; tests may replace it
 
 
 def size(value_bytes: int | None) -> str:
@@ -94,19 +99,23 @@ def bar(fraction: float | None, width: int) -> str:
     """A horizontal bar of ``width`` cells with eighth-block resolution ('' when unknown)."""
     if width <= 0:
         return ""
+    g = GLYPHS
     if fraction is None:
-        return "·" * width
-    eighths = round(max(0.0, min(1.0, fraction)) * width * 8)
-    full, part = divmod(eighths, 8)
-    partial = "▏▎▍▌▋▊▉"[part - 1] if part else ""
-    return ("█" * full + partial).ljust(width)
+        return g.dot * width
+    fraction = max(0.0, min(1.0, fraction))
+    if not g.bar_partials:  # whole cells only
+        return (g.bar_full * round(fraction * width)).ljust(width)
+    full, part = divmod(round(fraction * width * 8), 8)
+    partial = g.bar_partials[part - 1] if part else ""
+    return (g.bar_full * full + partial).ljust(width)
 
 
 def spark_char(value: float | None, top: float) -> str:
     """One sparkline character: ``value`` as a block scaled to ``top`` (blank when unknown)."""
     if value is None or top <= 0:
         return " "
-    return _BLOCKS[max(1, min(8, round(value / top * 8)))] if value > 0 else "▁"
+    blocks = GLYPHS.spark
+    return blocks[max(1, min(8, round(value / top * 8)))] if value > 0 else blocks[1]
 
 
 def sparkline(values: Sequence[float | None], width: int, top: float | None = None) -> str:

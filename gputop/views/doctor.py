@@ -11,6 +11,7 @@ import os
 import sys
 from dataclasses import dataclass
 
+from gputop import glyphs
 from gputop.enrich import attributed_memory_bytes, enrich, unattributed_tolerance_bytes
 from gputop.errors import UsageError
 from gputop.holders import HolderScan, scan_holders
@@ -57,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--dev-dir {dev_dir}: not a directory")
     holders = scan_holders(dev_dir)
     diagnosis = diagnose(enrich(snapshot, holders=holders), holders)
-    sys.stdout.write(diagnosis.text)
+    # Commands and names may hold characters an ISO-8859-1 or ASCII stdout cannot encode.
+    sys.stdout.write(glyphs.safe_text(diagnosis.text, glyphs.output_encoding(sys.stdout)))
     return diagnosis.exit_code
 
 

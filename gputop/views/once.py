@@ -11,27 +11,35 @@ CUDA_VISIBLE_DEVICES or CUDA_DEVICE_ORDER make the two differ; ``→-`` means CU
 A process is ``[user:]name[/pid](memory)`` (``-u``; ``-c`` for the full command; ``-p``),
 followed by its state in brackets when it is not simply active (e.g. ``[holder]``). Lines never
 exceed the width: the process list ends in ``…+N`` and, if needed, the name is shortened.
+Where stdout cannot carry Unicode (an ISO-8859-1 or ASCII locale), ``->``, ``...`` and ``61C``
+stand in for the glyphs, and any other character it cannot encode becomes an ASCII stand-in.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import sys
 from dataclasses import dataclass, replace
 from datetime import datetime
 
 from gputop import format as fmt
+from gputop import glyphs
 from gputop.format import Level
+from gputop.glyphs import Glyphs
 from gputop.model import GpuSample, GpuState, ProcessRow, ProcState, Snapshot
 
-ELLIPSIS = "…"
 _MIN_PARTIAL = 8  # a process token cut shorter than this says nothing
 _LEVEL_STYLE = {Level.OK: "32", Level.WARN: "33", Level.HOT: "91", Level.CRIT: "1;31"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OnceOptions:
-    """What ``--once`` shows; ``width`` None means the terminal's width."""
+    """What ``--once`` shows; ``width`` None means the terminal's width.
+
+    ``encoding``: what the text will be encoded as (None: what stdout can carry); it decides
+    between Unicode glyphs and ASCII stand-ins.
+    """
 
     show_cmd: bool = False
     show_pid: bool = False
@@ -40,6 +48,7 @@ class OnceOptions:
     show_power: bool = False
     color: bool = False
     width: int | None = None
+    encoding: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,11 +72,11 @@ def _paint(line: _Line, color: bool) -> str:
     return "".join(f"\x1b[{s.style}m{s.text}\x1b[0m" if s.style else s.text for s in line)
 
 
-def _clip(line: _Line, width: int) -> _Line:
+def _clip(line: _Line, width: int, ellipsis: str) -> _Line:
     """The line cut to ``width`` characters, ending in an ellipsis when something was cut."""
     if _length(line) <= width:
         return line
-    room = max(width - 1, 0)
+    room = max(width - len(ellipsis), 0)
     out: _Line = []
     for seg in line:
         if room <= 0:
@@ -75,7 +84,7 @@ def _clip(line: _Line, width: int) -> _Line:
         out.append(_Seg(seg.text[:room], seg.style))
         room -= len(out[-1].text)
     if width > 0:
-        out.append(_Seg(ELLIPSIS))
+        out.append(_Seg(ellipsis[:width]))
     return out
 
 
@@ -139,7 +148,7 @@ def _proc_token(proc: _Proc, options: OnceOptions) -> _Line:
     return token
 
 
-def _fit_tokens(head: _Line, tokens: list[_Line], width: int) -> _Line:
+def _fit_tokens(head: _Line, tokens: list[_Line], width: int, ellipsis: str) -> _Line:
     """head + as many tokens as fit, then "…+N" for the rest.
 
     When the first token fits only without the count, it is followed by a bare "…"; when not
@@ -148,25 +157,25 @@ def _fit_tokens(head: _Line, tokens: list[_Line], width: int) -> _Line:
     line = list(head)
     for i, token in enumerate(tokens):
         rest = len(tokens) - i - 1
-        reserve = 0 if rest == 0 else len(f" {ELLIPSIS}+{rest}")
+        reserve = 0 if rest == 0 else len(f" {ellipsis}+{rest}")
         if _length(line) + 1 + _length(token) + reserve <= width:
             line += [_Seg(" "), *token]
             continue
         room = width - _length(line) - 1
-        if i == 0 and rest and _length(token) + len(f" {ELLIPSIS}") <= room:
-            return [*line, _Seg(" "), *token, _Seg(f" {ELLIPSIS}")]
+        if i == 0 and rest and _length(token) + len(f" {ellipsis}") <= room:
+            return [*line, _Seg(" "), *token, _Seg(f" {ellipsis}")]
         if i == 0 and room >= _MIN_PARTIAL:
-            return [*line, _Seg(" "), *_clip(token, room)]
-        more = f" {ELLIPSIS}+{len(tokens) - i}"
+            return [*line, _Seg(" "), *_clip(token, room, ellipsis)]
+        more = f" {ellipsis}+{len(tokens) - i}"
         return [*line, _Seg(more)] if _length(line) + len(more) <= width else line
     return line
 
 
-def _index_label(gpu: GpuSample, show_cuda: bool) -> str:
+def _index_label(gpu: GpuSample, show_cuda: bool, arrow: str) -> str:
     if not show_cuda:
         return f"[{gpu.index}]"
     cuda = "-" if gpu.cuda_index is None else str(gpu.cuda_index)
-    return f"[{gpu.index}→{cuda}]"
+    return f"[{gpu.index}{arrow}{cuda}]"
 
 
 def _show_cuda(gpus: tuple[GpuSample, ...]) -> bool:
@@ -180,10 +189,10 @@ def _show_cuda(gpus: tuple[GpuSample, ...]) -> bool:
     return any(g.cuda_index != g.index for g in healthy)
 
 
-def _metrics(gpu: GpuSample, options: OnceOptions) -> _Line:
+def _metrics(gpu: GpuSample, options: OnceOptions, g: Glyphs) -> _Line:
     """``61°C,  40 %,  85 %,  250 / 400 W | 61234 / 81920 MiB`` with level styles."""
     temp_level = fmt.temperature_level(gpu.temperature_c, gpu.temperature_slowdown_c)
-    parts = [_Seg(fmt.temperature(gpu.temperature_c).rjust(4), _LEVEL_STYLE[temp_level])]
+    parts = [_Seg(fmt.temperature(gpu.temperature_c, g.degree).rjust(4), _LEVEL_STYLE[temp_level])]
     if options.show_fan:
         fan = gpu.fan_speed_percent
         parts += [_Seg(", "), _Seg(_pct(fan), "36")]
@@ -213,19 +222,20 @@ def _tokens(gpu: GpuSample, snapshot: Snapshot, options: OnceOptions) -> list[_L
     return tokens
 
 
-def _gpu_head(gpu: GpuSample, options: OnceOptions, label: str, name: str) -> _Line:
+def _gpu_head(gpu: GpuSample, options: OnceOptions, g: Glyphs, label: str, name: str) -> _Line:
     """Everything before the process list (the whole line for a LOST/ERROR GPU)."""
     head: _Line = [_Seg(label, "36"), _Seg(" "), _Seg(name, "34"), _Seg(" | ")]
     if gpu.state is not GpuState.OK:
         reason = f" ({gpu.error})" if gpu.error else ""
         return [*head, _Seg(f"{gpu.state.value.upper()}{reason}", "1;31")]
-    return head + _metrics(gpu, options)
+    return head + _metrics(gpu, options, g)
 
 
-def _gpu_line(head: _Line, tokens: list[_Line], width: int) -> _Line:
+def _gpu_line(head: _Line, tokens: list[_Line], width: int, ellipsis: str) -> _Line:
     if not tokens:
-        return _clip(head, width)
-    return _clip(_fit_tokens([*head, _Seg(" |")], tokens, width), width)
+        return _clip(head, width, ellipsis)
+    line = _fit_tokens([*head, _Seg(" |")], tokens, width, ellipsis)
+    return _clip(line, width, ellipsis)
 
 
 def _header(snapshot: Snapshot) -> _Line:
@@ -243,14 +253,18 @@ def _header(snapshot: Snapshot) -> _Line:
 
 
 def _name_width(
-    gpus: tuple[GpuSample, ...], tokens: list[list[_Line]], fixed_w: int, options: OnceOptions
+    gpus: tuple[GpuSample, ...],
+    tokens: list[list[_Line]],
+    fixed_w: int,
+    options: OnceOptions,
+    g: Glyphs,
 ) -> int:
     """Names share one width, shortened so the readings and a "| …+N" marker still fit."""
     widest = max((len(fmt.text(g.name)) for g in gpus), default=0)
     needed = 0
     for gpu, gpu_tokens in zip(gpus, tokens, strict=True):
-        more = len(f" | {ELLIPSIS}+{len(gpu_tokens)}") if gpu_tokens else 0
-        metrics = _length(_metrics(gpu, options)) if gpu.state is GpuState.OK else 0
+        more = len(f" | {g.ellipsis}+{len(gpu_tokens)}") if gpu_tokens else 0
+        metrics = _length(_metrics(gpu, options, g)) if gpu.state is GpuState.OK else 0
         needed = max(needed, metrics + more)
     room = (options.width or 80) - fixed_w - needed
     return max(min(widest, room), 4)
@@ -260,19 +274,28 @@ def render_once(snapshot: Snapshot, options: OnceOptions) -> str:
     """The ``--once`` text: a header line, then one line per GPU; ends with a newline."""
     if options.width is None:
         options = replace(options, width=max(shutil.get_terminal_size().columns, 1))
+    encoding = options.encoding or glyphs.output_encoding(sys.stdout)
+    g = glyphs.for_encoding(encoding)
     width = options.width or 80
     gpus = snapshot.gpus
     show_cuda = _show_cuda(gpus)
-    labels = [_index_label(g, show_cuda) for g in gpus]
+    labels = [_index_label(gpu, show_cuda, g.arrow) for gpu in gpus]
     label_w = max((len(label) for label in labels), default=0)
-    tokens = [_tokens(g, snapshot, options) for g in gpus]
-    name_w = _name_width(gpus, tokens, label_w + len(" ") + len(" | "), options)
-    lines = [_clip(_header(snapshot), width)]
+    tokens = [_tokens(gpu, snapshot, options) for gpu in gpus]
+    name_w = _name_width(gpus, tokens, label_w + len(" ") + len(" | "), options, g)
+    lines = [_clip(_header(snapshot), width, g.ellipsis)]
     for gpu, label, gpu_tokens in zip(gpus, labels, tokens, strict=True):
-        name = fmt.text(gpu.name)
-        name = name[: name_w - 1] + ELLIPSIS if len(name) > name_w else name.ljust(name_w)
-        head = _gpu_head(gpu, options, label.ljust(label_w), name)
-        lines.append(_gpu_line(head, gpu_tokens, width))
+        name = _fit_name(fmt.text(gpu.name), name_w, g.ellipsis)
+        head = _gpu_head(gpu, options, g, label.ljust(label_w), name)
+        lines.append(_gpu_line(head, gpu_tokens, width, g.ellipsis))
     if not gpus:
-        lines.append(_clip([_Seg("no NVIDIA GPU found")], width))
-    return "".join(_paint(line, options.color) + "\n" for line in lines)
+        lines.append(_clip([_Seg("no NVIDIA GPU found")], width, g.ellipsis))
+    text = "".join(_paint(line, options.color) + "\n" for line in lines)
+    return glyphs.safe_text(text, encoding)  # names and commands may hold anything
+
+
+def _fit_name(name: str, width: int, ellipsis: str) -> str:
+    """``name`` padded to ``width``, or cut to it ending in ``ellipsis``."""
+    if len(name) <= width:
+        return name.ljust(width)
+    return name[: max(width - len(ellipsis), 0)] + ellipsis  # width is at least 4

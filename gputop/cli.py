@@ -7,14 +7,21 @@ they are imported only when needed so `gputop --once` never loads Textual.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import importlib
 import os
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from types import FrameType
+from typing import Any
 
 from gputop import __version__
-from gputop.argtypes import positive_float
+from gputop.argtypes import INTERVAL_BOUNDS_HELP, interval_seconds
 from gputop.errors import GputopError
+from gputop.sanitize import clean
 from gputop.source import add_source_arguments
 
 # name -> (module, one-line help)
@@ -52,10 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
     ui = parser.add_argument_group("dashboard")
     ui.add_argument(
         "--interval",
-        type=positive_float,
+        type=interval_seconds,
         default=1.0,
         metavar="SEC",
-        help="sampling interval in seconds (default 1)",
+        help=f"sampling interval in seconds, {INTERVAL_BOUNDS_HELP} (default 1)",
     )
     ui.add_argument("--theme", default=None, help="a Textual theme name, e.g. nord, gruvbox")
     ui.add_argument(
@@ -85,57 +92,180 @@ def wants_color(args: argparse.Namespace) -> bool:
     return sys.stdout.isatty()
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, signals: ExitSignals) -> int:
     if args.command:
         module = importlib.import_module(SUBCOMMANDS[args.command][0])
         result: int = module.run(args)
         return result
     if args.once or args.json:
-        from gputop.enrich import enrich
-        from gputop.holders import scan_holders
-        from gputop.source import source_from_args
+        return _run_one_shot(args)
+    from gputop.ui import ensure_terminal, run_dashboard  # Textual only for the dashboard
 
-        source = source_from_args(args)
-        try:
-            # Enrich before close(): closing the demo ends its real processes.
-            snapshot = enrich(source.snapshot(), holders=scan_holders(source.dev_dir))
-        finally:
-            source.close()
-        if args.json:
-            from gputop.views.json_view import render_json
+    ensure_terminal()  # before the driver or the demo's processes are opened
+    return run_dashboard(args, signals=signals)
 
-            sys.stdout.write(render_json(snapshot) + "\n")
-        else:
-            from gputop.views.once import OnceOptions, render_once
 
-            options = OnceOptions(
-                show_cmd=args.show_cmd,
-                show_pid=args.show_pid,
-                show_user=args.show_user,
-                show_fan=args.show_fan,
-                show_power=args.show_power,
-                color=wants_color(args),
-                # Piped output is not cut to a guessed width; a terminal (or COLUMNS) is.
-                width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 10_000,
-            )
-            sys.stdout.write(render_once(snapshot, options))
-        return 0
-    from gputop.ui import run_dashboard  # Textual only for the dashboard
+def _run_one_shot(args: argparse.Namespace) -> int:
+    """--once or --json: one snapshot, printed."""
+    from gputop.enrich import enrich
+    from gputop.holders import scan_holders
+    from gputop.source import source_from_args
 
-    return run_dashboard(args)
+    source = source_from_args(args)
+    try:
+        # Enrich before close(): closing the demo ends its real processes.
+        snapshot = enrich(source.snapshot(), holders=scan_holders(source.dev_dir))
+    finally:
+        source.close()
+    if args.json:
+        from gputop.views.json_view import render_json
+
+        sys.stdout.write(render_json(snapshot) + "\n")
+    else:
+        from gputop.views.once import OnceOptions, render_once
+
+        options = OnceOptions(
+            show_cmd=args.show_cmd,
+            show_pid=args.show_pid,
+            show_user=args.show_user,
+            show_fan=args.show_fan,
+            show_power=args.show_power,
+            color=wants_color(args),
+            # Piped output is not cut to a guessed width; a terminal (or COLUMNS) is.
+            width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 10_000,
+        )
+        sys.stdout.write(render_once(snapshot, options))
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `gputop` command; returns the exit code."""
+    """Entry point of the `gputop` command; returns the exit code.
+
+    Whatever happens, one line on stderr and an exit code, never a traceback: 2 for bad input, 1
+    for an I/O error, 128+N after signal N (SIGTERM 143, SIGHUP 129, SIGINT 130).
+    """
     args = build_parser().parse_args(argv)
+    signals = ExitSignals()
+    with signals.installed():
+        code = _run_reporting(args, signals)
+        if signals.received is not None:
+            code = 128 + signals.received
+    return code
+
+
+def _run_reporting(args: argparse.Namespace, signals: ExitSignals) -> int:
+    """_run(), its output flushed, every error it can end with turned into one line."""
     try:
-        return _run(args)
+        code = _run(args, signals)
+        sys.stdout.flush()  # a full disk shows here, not as "Exception ignored" at exit
+        return code
     except GputopError as exc:
-        print(f"gputop: {exc}", file=sys.stderr)
+        _say(str(exc))
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
-        # `gputop --once | head` closing the pipe early is not an error worth a traceback.
-        sys.stderr.close()
+        # `gputop --once | head` closing the pipe early is not an error worth a word.
+        _silence(sys.stdout)
         return 0
+    except OSError as exc:
+        _silence_if_broken(sys.stdout)
+        _say(_describe_os_error(exc))
+        # EIO is what a closed terminal answers: the same end as its SIGHUP.
+        return 128 + signal.SIGHUP if exc.errno == errno.EIO else 1
+    except UnicodeEncodeError as exc:
+        _silence_if_broken(sys.stdout)
+        bad = exc.object[exc.start : exc.end]
+        _say(
+            f"cannot write {bad!r} in this terminal's encoding ({exc.encoding}); "
+            "use a UTF-8 locale or PYTHONIOENCODING=utf-8"
+        )
+        return 1
+    except OverflowError as exc:
+        _say(f"number too large: {exc}")
+        return 1
+
+
+# Errors a write gives (on stdout, usually) without naming a file.
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+
+
+def _describe_os_error(exc: OSError) -> str:
+    reason = exc.strerror or str(exc)
+    if exc.filename is not None:
+        return f"{os.fsdecode(exc.filename)}: {reason}"
+    if exc.errno in _WRITE_ERRNOS:
+        return f"cannot write: {reason}"
+    return reason
+
+
+def _say(message: str) -> None:
+    """``gputop: message`` on stderr (cleaned: it may quote other users' strings); never raises."""
+    try:
+        print(f"gputop: {clean(message)}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        _silence(sys.stderr)
+
+
+def _silence_if_broken(stream: Any) -> None:
+    """Point ``stream`` at /dev/null when it can no longer be flushed."""
+    try:
+        stream.flush()
+    except (OSError, ValueError):
+        _silence(stream)
+
+
+def _silence(stream: Any) -> None:
+    """Point ``stream``'s file descriptor at /dev/null.
+
+    Python flushes stdout and stderr again at exit; on a full disk or a closed pipe that would
+    print "Exception ignored ..." after our one line.
+    """
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        fd = stream.fileno()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+
+
+EXIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
+
+def _raise_interrupt(_signum: int) -> None:
+    raise KeyboardInterrupt
+
+
+class ExitSignals:
+    """SIGTERM, SIGHUP and SIGINT end every mode the way Ctrl-C does, with their own exit code.
+
+    The first of them runs ``on_first`` (default: raise KeyboardInterrupt in the main thread, so
+    every loop ends and every finally-block runs: the demo's processes stop, its folder goes).
+    Later ones are only noted: cleaning up takes a bounded few seconds and must not be cut short.
+    The dashboard replaces ``on_first`` with a request to quit the app, which restores the
+    terminal itself.
+    """
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self.on_first: Callable[[int], None] = _raise_interrupt
+
+    def handle(self, signum: int, _frame: FrameType | None) -> None:
+        """The signal handler (runs in the main thread, between two bytecodes)."""
+        if self.received is not None:
+            return
+        self.received = signum
+        self.on_first(signum)
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[ExitSignals]:
+        """Handle the exit signals inside the block; the previous handlers come back after."""
+        if threading.current_thread() is not threading.main_thread():
+            yield self  # signal.signal works only in the main thread
+            return
+        previous = {sig: signal.signal(sig, self.handle) for sig in EXIT_SIGNALS}
+        try:
+            yield self
+        finally:
+            for sig, handler in previous.items():
+                if handler is not None:  # None: set outside Python, nothing to put back
+                    signal.signal(sig, handler)

@@ -135,8 +135,12 @@ def start_cast(specs: tuple[ActorSpec, ...], device_names: tuple[str, ...]) -> C
             stdout=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
             text=True,
-            # An orphan's job leader (the process we start) exits: give it a group of its own.
+            # An orphan's job leader (the process we start) exits: give it a session of its own.
+            # The others get a process group of their own: Ctrl-C, Ctrl-Z and a closed terminal
+            # signal the terminal's foreground group, which would print KeyboardInterrupt
+            # tracebacks from each actor. They exit by themselves when gputop is gone.
             start_new_session=spec.role == "orphan",
+            process_group=None if spec.role == "orphan" else 0,
         )
         cast._procs.append(proc)
         line = proc.stdout.readline() if proc.stdout else ""

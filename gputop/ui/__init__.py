@@ -3,17 +3,49 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import os
+from typing import TYPE_CHECKING
 
 from gputop.errors import UsageError
 
+if TYPE_CHECKING:
+    from gputop.cli import ExitSignals
+    from gputop.ui.app import GputopApp
 
-def run_dashboard(args: argparse.Namespace) -> int:
+NEEDS_TERMINAL = "the dashboard needs a terminal; use --once, --json or query for scripts"
+
+
+def ensure_terminal() -> None:
+    """Give the dashboard a terminal to read keys from (fd 0) and draw on (fd 2, Textual's).
+
+    ``echo | gputop`` or ``gputop 2>log``: the controlling terminal, /dev/tty, takes the place of
+    the redirected end, as less and vim do. With no terminal at all (cron, a service, setsid)
+    UsageError: the dashboard would only write escape codes into a file until killed.
+    """
+    redirected = [fd for fd in (0, 1, 2) if not os.isatty(fd)]
+    if not redirected:
+        return
+    try:
+        tty = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
+    except OSError:
+        raise UsageError(NEEDS_TERMINAL) from None
+    try:
+        for fd in redirected:
+            if fd != 1:  # nothing is written on stdout: `gputop >file` may keep its file
+                os.dup2(tty, fd)
+    finally:
+        os.close(tty)
+
+
+def run_dashboard(args: argparse.Namespace, *, signals: ExitSignals | None = None) -> int:
     """Open the source the options ask for (the demo when there is no driver) and run the app.
 
     A too-small terminal is not an error: the app says so until the window is resized.
     ``--no-color`` sets NO_COLOR for this process, which Textual honours natively.
+    With ``signals``, SIGTERM/SIGHUP/SIGINT quit the app the way the q key does.
+    Returns the app's exit code (1 after a crash Textual reported).
     """
     from textual.theme import BUILTIN_THEMES
 
@@ -35,11 +67,27 @@ def run_dashboard(args: argparse.Namespace) -> int:
             audit_log=getattr(args, "audit_log", None),
             theme=theme,
         )
+        if signals is not None:
+            signals.on_first = lambda signum: _quit_from_signal(app)
         _settle_heap()
         app.run()
     finally:
         source.close()
-    return 0
+    return app.return_code or 0
+
+
+def _quit_from_signal(app: GputopApp) -> None:
+    """Ask the app to quit: its own shutdown leaves the alternate screen, shows the cursor, ...
+
+    This runs in a signal handler, between two bytecodes of the event loop's thread: only
+    call_soon_threadsafe is safe there. Outside the app's loop (starting, or already closing)
+    KeyboardInterrupt unwinds through the finally-blocks instead.
+    """
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        raise KeyboardInterrupt from None
+    loop.call_soon_threadsafe(app.exit)
 
 
 def _settle_heap() -> None:
@@ -55,4 +103,4 @@ def _settle_heap() -> None:
     gc.set_threshold(7000, 20, 20)
 
 
-__all__ = ["run_dashboard"]
+__all__ = ["ensure_terminal", "run_dashboard"]

@@ -16,6 +16,7 @@ from textual.driver import Driver
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
+from gputop.argtypes import MAX_INTERVAL_S, MIN_INTERVAL_S, clamp_interval
 from gputop.history import History
 from gputop.kill import Killer, KillResult
 from gputop.model import ProcessRow, Snapshot
@@ -34,7 +35,10 @@ from gputop.ui.widgets.gpu_panel import GpuPanel
 from gputop.ui.widgets.header import HeaderBar
 from gputop.ui.widgets.process_table import ProcessTable
 
-INTERVAL_STEPS_S = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0)
+# The -/+ keys walk these, within the bounds every interval obeys (argtypes).
+INTERVAL_STEPS_S = tuple(
+    s for s in (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0) if MIN_INTERVAL_S <= s <= MAX_INTERVAL_S
+)
 MIN_SIZE = (60, 16)  # below this the app shows a "terminal too small" message until resized
 STALE_AFTER_INTERVALS = 2.5
 STALE_MIN_S = 3.0
@@ -81,7 +85,12 @@ class GputopApp(App[int]):
     CSS_PATH = "gputop.tcss"
     TITLE = "gputop"
     ENABLE_COMMAND_PALETTE = False
-    BINDINGS = APP_BINDINGS
+    # Ctrl-C quits, as in htop (Textual's own binding only says how to quit). A priority binding:
+    # it quits from the filter box and from dialogs too.
+    BINDINGS = [
+        *APP_BINDINGS,
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True, tooltip="quit gputop"),
+    ]
 
     def __init__(
         self,
@@ -311,9 +320,7 @@ class GputopApp(App[int]):
         self.check_stale()
 
     def action_interval(self, step: int) -> None:
-        steps = INTERVAL_STEPS_S
-        nearest = min(range(len(steps)), key=lambda i: abs(steps[i] - self.interval_s))
-        self.interval_s = steps[max(0, min(len(steps) - 1, nearest + step))]
+        self.interval_s = next_interval(self.interval_s, step)
         if self.sampler is not None:
             self.sampler.interval_s = self.interval_s
         self.header.interval_s = self.interval_s
@@ -399,6 +406,22 @@ class GputopApp(App[int]):
             if self.snapshot is not None:
                 table.update_snapshot(self.snapshot)
             self._update_table_title()
+
+
+def next_interval(current: float, step: int) -> float:
+    """The next step slower (``step`` > 0) or faster than ``current``, which may be off the list.
+
+    Past either end of the list the interval stays where it is; the result is always within the
+    interval bounds.
+    """
+    tolerance = 1e-9 * current  # 0.1 + 0.15 need not equal 0.25 exactly
+    if step > 0:
+        slower = [s for s in INTERVAL_STEPS_S if s > current + tolerance]
+        chosen = slower[0] if slower else current
+    else:
+        faster = [s for s in INTERVAL_STEPS_S if s < current - tolerance]
+        chosen = faster[-1] if faster else current
+    return clamp_interval(chosen)
 
 
 def make_app(

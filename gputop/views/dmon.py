@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import IO
 
-from gputop.argtypes import positive_float
+from gputop.argtypes import INTERVAL_BOUNDS_HELP, interval_seconds
 from gputop.errors import UsageError
 from gputop.model import GpuSample, GpuState
 from gputop.source import source_from_args
@@ -102,7 +102,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "v violations, m memory, e ECC errors, t PCIe throughput",
     )
     parser.add_argument(
-        "-d", "--delay", type=positive_float, default=1.0, metavar="SEC", help="interval"
+        "-d",
+        "--delay",
+        type=interval_seconds,
+        default=1.0,
+        metavar="SEC",
+        help=f"seconds between samples, {INTERVAL_BOUNDS_HELP} (default 1)",
     )
     parser.add_argument(
         "-c", "--count", type=positive_int, default=None, metavar="N", help="stop after N samples"
@@ -165,7 +170,10 @@ def _page_rows(out: IO[str]) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print rows every -d seconds until -c samples or Ctrl-C."""
+    """Print rows every -d seconds until -c samples, Ctrl-C or SIGTERM/SIGHUP.
+
+    The CLI turns those signals into KeyboardInterrupt and sets the exit code (128+N).
+    """
     columns = columns_for(args.select)
     time_parts = _time_parts(args.options)
     head = header_lines(columns, time_parts)

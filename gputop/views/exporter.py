@@ -9,12 +9,14 @@ optional dependency (``gputop[export]``), imported only here, after a check.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import ipaddress
 import signal
 import socket
 import sys
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from types import FrameType, ModuleType
 from typing import TYPE_CHECKING
@@ -90,7 +92,7 @@ def require_prometheus_client() -> ModuleType:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of `gputop export` (the shared --demo/--scenario are added by the CLI)."""
-    from gputop.argtypes import positive_float
+    from gputop.argtypes import INTERVAL_BOUNDS_HELP, interval_seconds
 
     parser.add_argument(
         "--listen",
@@ -101,10 +103,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--interval",
-        type=positive_float,
+        type=interval_seconds,
         default=DEFAULT_INTERVAL_S,
         metavar="SEC",
-        help=f"seconds between driver reads (default {DEFAULT_INTERVAL_S:g})",
+        help=f"seconds between driver reads, {INTERVAL_BOUNDS_HELP} "
+        f"(default {DEFAULT_INTERVAL_S:g})",
     )
     parser.add_argument(
         "--textfile",
@@ -147,15 +150,46 @@ def _open_outputs(args: argparse.Namespace) -> _Parts:
     return parts
 
 
-def _stop_on_sigterm(stop: threading.Event) -> None:
-    """systemd stops services with SIGTERM: end the loop so the finally-blocks run."""
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
+
+@contextlib.contextmanager
+def _stop_on_signals(stop: threading.Event) -> Iterator[list[int]]:
+    """SIGTERM, SIGHUP and SIGINT set ``stop``: the loop ends and the finally-blocks run.
+
+    Yields the signals received, first first. A handler that only sets an event (rather than
+    raising in the middle of whatever runs) lets a stop during start-up finish starting first.
+    The previous handlers come back after the block.
+    """
+    received: list[int] = []
     if threading.current_thread() is not threading.main_thread():
+        yield received
         return
 
-    def handler(_signum: int, _frame: FrameType | None) -> None:
-        stop.set()
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        received.append(signum)
+        # Not stop.set() here: the handler may run while this very thread holds the Event's lock
+        # (inside stop.wait()), and that lock is not reentrant.
+        threading.Thread(target=stop.set, name="gputop-stop").start()
 
-    signal.signal(signal.SIGTERM, handler)
+    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
+    try:
+        yield received
+    finally:
+        for sig, old in previous.items():
+            if old is not None:  # None: set outside Python, nothing to put back
+                signal.signal(sig, old)
+
+
+def exit_code(received: list[int]) -> int:
+    """0 after SIGTERM, 128+N after another signal N (SIGINT 130, SIGHUP 129), 0 without one.
+
+    SIGTERM is how systemd, docker and Kubernetes stop a service: for them exit 0 is a clean stop,
+    while 143 would mark the unit failed (unless SuccessExitStatus=143).
+    """
+    if not received or received[0] == signal.SIGTERM:
+        return 0
+    return 128 + received[0]
 
 
 def _serve(parts: _Parts, sampler: Sampler, stop: threading.Event) -> None:
@@ -163,7 +197,11 @@ def _serve(parts: _Parts, sampler: Sampler, stop: threading.Event) -> None:
     first = threading.Event()
     sampler.on_snapshot = lambda _snapshot: first.set()
     sampler.start()
+    if stop.is_set():  # a signal during start-up
+        return
     first.wait(max(2.0, sampler.interval_s))
+    if stop.is_set():
+        return
     every = f"every {sampler.interval_s:g} s"
     if parts.textfile is not None:
         parts.textfile.write()  # a folder we cannot write to fails here, at start
@@ -179,22 +217,27 @@ def _serve(parts: _Parts, sampler: Sampler, stop: threading.Event) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the exporter until interrupted (Ctrl-C or SIGTERM); returns the exit code."""
+    """Run the exporter until SIGTERM (exit 0), Ctrl-C (130) or SIGHUP (129); see exit_code()."""
     require_prometheus_client()
+    stop = threading.Event()
+    with _stop_on_signals(stop) as received:
+        _run_until(args, stop)
+    return exit_code(received)
+
+
+def _run_until(args: argparse.Namespace, stop: threading.Event) -> None:
     from gputop.sampler import Sampler
     from gputop.source import source_from_args
 
     parts = _open_outputs(args)
-    stop = threading.Event()
     source = None
     try:
         source = source_from_args(args)
         parts.sampler = Sampler(source, interval_s=args.interval)
         parts.collector.holder = parts.sampler
-        _stop_on_sigterm(stop)
         _serve(parts, parts.sampler, stop)
     except KeyboardInterrupt:
-        pass
+        pass  # a KeyboardInterrupt raised by the code itself (handlers are in place)
     finally:
         if parts.sampler is not None:
             parts.sampler.stop()
@@ -202,4 +245,3 @@ def run(args: argparse.Namespace) -> int:
             parts.server.close()
         if source is not None:
             source.close()
-    return 0

@@ -76,7 +76,7 @@ def test_unsupported_and_lost_show_a_dash(box: Box, run_cli: Cli) -> None:
 
 
 def test_header_repeats_every_screenful(box: Box, run_cli: Cli) -> None:
-    result = run_cli(box("demo"), "dmon", "-c", "6", "-d", "0.01")
+    result = run_cli(box("demo"), "dmon", "-c", "6", "-d", "0.1")  # the shortest -d
     lines = result.out.splitlines()
     headers = [i for i, line in enumerate(lines) if line.startswith("# gpu")]
     # 20 rows a page when not a terminal: 5 samples of 4 GPUs, then the header again.

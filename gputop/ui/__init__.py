@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import gc
 import os
+import signal
 from typing import TYPE_CHECKING
 
 from gputop.errors import UsageError
@@ -87,6 +88,10 @@ def _quit_from_signal(app: GputopApp) -> None:
         loop = asyncio.get_running_loop()
     except RuntimeError:
         raise KeyboardInterrupt from None
+    # A closed terminal sends SIGHUP and then SIGCONT; Textual's SIGCONT handler would start
+    # application mode again (new input and writer threads that nobody stops, and the process
+    # never exits). We are quitting: nothing is to be resumed.
+    signal.signal(signal.SIGCONT, signal.SIG_DFL)
     loop.call_soon_threadsafe(app.exit)
 
 

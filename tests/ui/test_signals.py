@@ -87,6 +87,11 @@ class Terminal:
         """Type ``keys`` on the terminal."""
         os.write(self.master, keys)
 
+    def hang_up(self) -> None:
+        """Close the terminal, as closing its window does."""
+        os.close(self.master)
+        self.master = -1
+
 
 @contextlib.contextmanager
 def on_terminal(
@@ -110,13 +115,15 @@ def on_terminal(
         preexec_fn=_take_terminal,  # the test process starts no threads
     )
     os.close(slave)
+    term = Terminal(proc, master)
     try:
-        yield Terminal(proc, master)
+        yield term
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=5)
-        os.close(master)
+        if term.master >= 0:
+            os.close(term.master)
 
 
 @dataclass(frozen=True)
@@ -183,6 +190,26 @@ def test_a_signal_quits_the_dashboard_cleanly(signum: int, status: int) -> None:
         os.kill(term.proc.pid, signum)
         assert term.read_to_end() == status
         assert_terminal_restored(bytes(term.output[drawn:]))
+    assert_demo_gone(demo)
+
+
+def test_a_closed_terminal_ends_the_dashboard() -> None:
+    """The kernel sends SIGHUP and then SIGCONT; Textual must not start again on the SIGCONT."""
+    with on_terminal("--demo") as term:
+        term.wait_for(b"DEMO")
+        demo = demo_of(term.proc.pid)
+        term.hang_up()
+        assert term.proc.wait(timeout=EXIT_TIMEOUT_S) == 129
+    assert_demo_gone(demo)
+
+
+def test_sigcont_after_sighup_does_not_start_the_dashboard_again() -> None:
+    with on_terminal("--demo") as term:
+        term.wait_for(b"DEMO")
+        demo = demo_of(term.proc.pid)
+        os.kill(term.proc.pid, signal.SIGHUP)
+        os.kill(term.proc.pid, signal.SIGCONT)
+        assert term.read_to_end() == 129
     assert_demo_gone(demo)
 
 

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from prometheus_client import generate_latest
 
 from gputop import sim
-from gputop.export_prom import MetricsServer, SnapshotCollector, TextfileWriter, make_registry
+from gputop.export_http import MetricsServer
+from gputop.export_prom import SnapshotCollector, TextfileWriter, make_registry
 from gputop.nvml import NvmlSource
 from gputop.sampler import Sampler
 

@@ -7,20 +7,18 @@ they are imported only when needed so `gputop --once` never loads Textual.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import errno
 import importlib
 import os
 import signal
 import sys
-import threading
-from collections.abc import Callable, Iterator, Sequence
-from types import FrameType
-from typing import Any
+from collections.abc import Sequence
+from typing import NoReturn
 
 from gputop import __version__
 from gputop.argtypes import INTERVAL_BOUNDS_HELP, interval_seconds
 from gputop.errors import GputopError
+from gputop.exits import ExitSignals, describe_os_error, say, silence, silence_if_broken
 from gputop.sanitize import clean
 from gputop.source import add_source_arguments
 
@@ -33,9 +31,16 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse whose answer to bad input is one line; the usage is in --help."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {clean(message)} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The whole argument parser, subcommands included."""
-    parser = argparse.ArgumentParser(
+    """The whole argument parser, subcommands included (they inherit its one-line errors)."""
+    parser = _Parser(
         prog="gputop",
         description="A terminal dashboard for NVIDIA GPUs. No options: the interactive dashboard.",
     )
@@ -160,112 +165,27 @@ def _run_reporting(args: argparse.Namespace, signals: ExitSignals) -> int:
         sys.stdout.flush()  # a full disk shows here, not as "Exception ignored" at exit
         return code
     except GputopError as exc:
-        _say(str(exc))
+        say(str(exc))
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
         # `gputop --once | head` closing the pipe early is not an error worth a word.
-        _silence(sys.stdout)
+        silence(sys.stdout)
         return 0
     except OSError as exc:
-        _silence_if_broken(sys.stdout)
-        _say(_describe_os_error(exc))
+        silence_if_broken(sys.stdout)
+        say(describe_os_error(exc))
         # EIO is what a closed terminal answers: the same end as its SIGHUP.
         return 128 + signal.SIGHUP if exc.errno == errno.EIO else 1
     except UnicodeEncodeError as exc:
-        _silence_if_broken(sys.stdout)
+        silence_if_broken(sys.stdout)
         bad = exc.object[exc.start : exc.end]
-        _say(
+        say(
             f"cannot write {bad!r} in this terminal's encoding ({exc.encoding}); "
             "use a UTF-8 locale or PYTHONIOENCODING=utf-8"
         )
         return 1
     except OverflowError as exc:
-        _say(f"number too large: {exc}")
+        say(f"number too large: {exc}")
         return 1
-
-
-# Errors a write gives (on stdout, usually) without naming a file.
-_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
-
-
-def _describe_os_error(exc: OSError) -> str:
-    reason = exc.strerror or str(exc)
-    if exc.filename is not None:
-        return f"{os.fsdecode(exc.filename)}: {reason}"
-    if exc.errno in _WRITE_ERRNOS:
-        return f"cannot write: {reason}"
-    return reason
-
-
-def _say(message: str) -> None:
-    """``gputop: message`` on stderr (cleaned: it may quote other users' strings); never raises."""
-    try:
-        print(f"gputop: {clean(message)}", file=sys.stderr, flush=True)
-    except (OSError, ValueError):
-        _silence(sys.stderr)
-
-
-def _silence_if_broken(stream: Any) -> None:
-    """Point ``stream`` at /dev/null when it can no longer be flushed."""
-    try:
-        stream.flush()
-    except (OSError, ValueError):
-        _silence(stream)
-
-
-def _silence(stream: Any) -> None:
-    """Point ``stream``'s file descriptor at /dev/null.
-
-    Python flushes stdout and stderr again at exit; on a full disk or a closed pipe that would
-    print "Exception ignored ..." after our one line.
-    """
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        fd = stream.fileno()
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, fd)
-        os.close(devnull)
-
-
-EXIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
-
-
-def _raise_interrupt(_signum: int) -> None:
-    raise KeyboardInterrupt
-
-
-class ExitSignals:
-    """SIGTERM, SIGHUP and SIGINT end every mode the way Ctrl-C does, with their own exit code.
-
-    The first of them runs ``on_first`` (default: raise KeyboardInterrupt in the main thread, so
-    every loop ends and every finally-block runs: the demo's processes stop, its folder goes).
-    Later ones are only noted: cleaning up takes a bounded few seconds and must not be cut short.
-    The dashboard replaces ``on_first`` with a request to quit the app, which restores the
-    terminal itself.
-    """
-
-    def __init__(self) -> None:
-        self.received: int | None = None
-        self.on_first: Callable[[int], None] = _raise_interrupt
-
-    def handle(self, signum: int, _frame: FrameType | None) -> None:
-        """The signal handler (runs in the main thread, between two bytecodes)."""
-        if self.received is not None:
-            return
-        self.received = signum
-        self.on_first(signum)
-
-    @contextlib.contextmanager
-    def installed(self) -> Iterator[ExitSignals]:
-        """Handle the exit signals inside the block; the previous handlers come back after."""
-        if threading.current_thread() is not threading.main_thread():
-            yield self  # signal.signal works only in the main thread
-            return
-        previous = {sig: signal.signal(sig, self.handle) for sig in EXIT_SIGNALS}
-        try:
-            yield self
-        finally:
-            for sig, handler in previous.items():
-                if handler is not None:  # None: set outside Python, nothing to put back
-                    signal.signal(sig, handler)

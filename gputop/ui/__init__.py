@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from gputop.errors import UsageError
 
 if TYPE_CHECKING:
-    from gputop.cli import ExitSignals
+    from gputop.exits import ExitSignals
     from gputop.ui.app import GputopApp
 
 NEEDS_TERMINAL = "the dashboard needs a terminal; use --once, --json or query for scripts"

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 from gputop.errors import UsageError
 
 if TYPE_CHECKING:
-    from gputop.export_prom import MetricsServer, SnapshotCollector, TextfileWriter
+    from gputop.export_http import MetricsServer
+    from gputop.export_prom import SnapshotCollector, TextfileWriter
     from gputop.sampler import Sampler
 
 DEFAULT_LISTEN = "127.0.0.1:9400"
@@ -130,7 +131,8 @@ class _Parts:
 
 def _open_outputs(args: argparse.Namespace) -> _Parts:
     """Bind the port and check the textfile folder before the driver (or demo) is opened."""
-    from gputop.export_prom import MetricsServer, SnapshotCollector, TextfileWriter, make_registry
+    from gputop.export_http import MetricsServer
+    from gputop.export_prom import SnapshotCollector, TextfileWriter, make_registry
 
     listen_text = args.listen or (None if args.textfile else DEFAULT_LISTEN)
     listen = parse_listen(listen_text) if listen_text else None

@@ -17,6 +17,8 @@ from gputop.kill import Killer, Plan, ProcIdentity, Refusal, Signal, TargetFacts
 from tests.engine.spawn import IGNORE_TERM, PY, TREE, ZOMBIE_PARENT, Spawner, status_of, wait_until
 
 ME, MY_PARENT = 5000, 4999
+# Waits until the child runs its own argv (before its exec the fork still shows ours).
+READY_SLEEP = "import time; print('ready', flush=True); time.sleep(120)"
 T0 = 1_700_000_000.0
 
 
@@ -176,7 +178,7 @@ def test_with_children_signals_the_tree(spawner: Spawner) -> None:
 
 def test_audit_log_file(spawner: Spawner, tmp_path: Path) -> None:
     path = tmp_path / "audit.jsonl"
-    proc = spawner.start("import time; time.sleep(120)")
+    proc = spawner.ready(READY_SLEEP)
     killer = Killer(audit_log=path)
     killer.send(ProcIdentity(pid=1, create_time=0.0), Signal.TERM)
     killer.send(_identity(proc.pid), Signal.KILL, grace_s=10)
@@ -194,7 +196,7 @@ def test_audit_log_file(spawner: Spawner, tmp_path: Path) -> None:
 
 def test_refusal_records_carry_the_facts_checked(spawner: Spawner, tmp_path: Path) -> None:
     path = tmp_path / "audit.jsonl"
-    proc = spawner.start("import time; time.sleep(120)")
+    proc = spawner.ready(READY_SLEEP)
     seen = _identity(proc.pid)
     Killer(audit_log=path).send(
         ProcIdentity(pid=proc.pid, create_time=(seen.create_time or 0) - 100), Signal.TERM
@@ -214,7 +216,7 @@ def test_refusal_records_carry_the_facts_checked(spawner: Spawner, tmp_path: Pat
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
 def test_audit_log_that_cannot_be_written_refuses_the_signal(spawner: Spawner) -> None:
-    proc = spawner.start("import time; time.sleep(120)")
+    proc = spawner.ready(READY_SLEEP)
     killer = Killer(audit_log="/dev/full")  # opens fine; every write fails with ENOSPC
     result = killer.send(_identity(proc.pid), Signal.KILL, grace_s=0.5)
     assert not result.ok
@@ -227,7 +229,7 @@ def test_audit_log_that_cannot_be_written_refuses_the_signal(spawner: Spawner) -
 
 def test_hostile_command_reaches_the_audit_log_escaped(spawner: Spawner, tmp_path: Path) -> None:
     path = tmp_path / "audit.jsonl"
-    proc = spawner.start("import time; time.sleep(120)", "\x1b]0;OWNED\x07", "\u202e\x9b2J")
+    proc = spawner.ready(READY_SLEEP, "\x1b]0;OWNED\x07", "\u202e\x9b2J")
     Killer(audit_log=path).send(_identity(proc.pid), Signal.KILL, grace_s=10)
     raw = path.read_bytes()
     assert raw.isascii()

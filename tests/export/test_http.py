@@ -12,7 +12,8 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gputop.export_prom import MetricsServer, SnapshotCollector, make_registry
+from gputop.export_http import MetricsServer
+from gputop.export_prom import SnapshotCollector, make_registry
 from gputop.sampler import Sampler
 from gputop.sim import load_scenario
 from gputop.source import Source

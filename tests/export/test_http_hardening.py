@@ -11,8 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from gputop import export_prom
-from gputop.export_prom import MetricsServer, SnapshotCollector, make_registry
+from gputop import export_http
+from gputop.export_http import MetricsServer
+from gputop.export_prom import SnapshotCollector, make_registry
 from gputop.source import Source
 from tests.conftest import SimFactory
 from tests.export.test_http import Served
@@ -144,7 +145,7 @@ def test_the_server_still_scrapes_after_dropping_idle_connections(
 def test_past_the_waiting_limit_the_oldest_connection_is_dropped(
     sim_source: SimFactory, serve: type[Served], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(export_prom, "MAX_WAITING", 5)
+    monkeypatch.setattr(export_http, "MAX_WAITING", 5)
     served = serve(sim_source("demo")[0], 60.0)  # the default timeout: 5 s
     idle = [_connect(served.server.port) for _ in range(6)]
     try:

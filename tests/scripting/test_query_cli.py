@@ -241,7 +241,8 @@ def test_loop_intervals_out_of_bounds_are_one_line(
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err
-    assert err.strip().splitlines()[-1].startswith("gputop query: error: argument")
+    (line,) = err.strip().splitlines()  # one line, no usage block
+    assert line.startswith("gputop query: error: argument")
     assert "1 day" in err
 
 

@@ -1,0 +1,103 @@
+"""How gputop ends: exit signals that run every cleanup, and errors as one line.
+
+Used by the command line and the dashboard alike (the dashboard turns the first exit signal into a
+request to quit, so Textual restores the terminal); no Textual here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from types import FrameType
+from typing import Any
+
+from gputop.sanitize import clean
+
+# Errors a write gives (on stdout, usually) without naming a file.
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+
+
+def describe_os_error(exc: OSError) -> str:
+    reason = exc.strerror or str(exc)
+    if exc.filename is not None:
+        return f"{os.fsdecode(exc.filename)}: {reason}"
+    if exc.errno in _WRITE_ERRNOS:
+        return f"cannot write: {reason}"
+    return reason
+
+
+def say(message: str) -> None:
+    """``gputop: message`` on stderr (cleaned: it may quote other users' strings); never raises."""
+    try:
+        print(f"gputop: {clean(message)}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        silence(sys.stderr)
+
+
+def silence_if_broken(stream: Any) -> None:
+    """Point ``stream`` at /dev/null when it can no longer be flushed."""
+    try:
+        stream.flush()
+    except (OSError, ValueError):
+        silence(stream)
+
+
+def silence(stream: Any) -> None:
+    """Point ``stream``'s file descriptor at /dev/null.
+
+    Python flushes stdout and stderr again at exit; on a full disk or a closed pipe that would
+    print "Exception ignored ..." after our one line.
+    """
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        fd = stream.fileno()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+
+
+EXIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
+
+def _raise_interrupt(_signum: int) -> None:
+    raise KeyboardInterrupt
+
+
+class ExitSignals:
+    """SIGTERM, SIGHUP and SIGINT end every mode the way Ctrl-C does, with their own exit code.
+
+    The first of them runs ``on_first`` (default: raise KeyboardInterrupt in the main thread, so
+    every loop ends and every finally-block runs: the demo's processes stop, its folder goes).
+    Later ones are only noted: cleaning up takes a bounded few seconds and must not be cut short.
+    The dashboard replaces ``on_first`` with a request to quit the app, which restores the
+    terminal itself.
+    """
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self.on_first: Callable[[int], None] = _raise_interrupt
+
+    def handle(self, signum: int, _frame: FrameType | None) -> None:
+        """The signal handler (runs in the main thread, between two bytecodes)."""
+        if self.received is not None:
+            return
+        self.received = signum
+        self.on_first(signum)
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[ExitSignals]:
+        """Handle the exit signals inside the block; the previous handlers come back after."""
+        if threading.current_thread() is not threading.main_thread():
+            yield self  # signal.signal works only in the main thread
+            return
+        previous = {sig: signal.signal(sig, self.handle) for sig in EXIT_SIGNALS}
+        try:
+            yield self
+        finally:
+            for sig, handler in previous.items():
+                if handler is not None:  # None: set outside Python, nothing to put back
+                    signal.signal(sig, handler)

@@ -1,0 +1,390 @@
+"""The exporter's HTTP server: /metrics for many scrapers and for clients that misbehave.
+
+prometheus_client's own server has a listen backlog of 5, a thread per connection kept forever, and
+answers every path; this one does not (see :class:`MetricsServer`). It renders a
+prometheus_client registry with prometheus_client's own encoders.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import gzip
+import io
+import queue
+import selectors
+import socket
+import socketserver
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler
+from urllib.parse import parse_qs, urlsplit
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import Metric
+from prometheus_client.exposition import choose_encoder, gzip_accepted
+
+from gputop import __version__
+from gputop.errors import UsageError
+
+REQUEST_QUEUE_SIZE = 1024  # listen backlog (capped by net.core.somaxconn): prometheus_client has 5
+DEFAULT_TIMEOUT_S = 5.0
+WORKERS = 8
+MAX_WAITING = 512  # connections still sending their request head
+MAX_QUEUED = 512  # complete requests waiting for a worker
+MAX_HEAD = 16 * 1024
+INDEX_PAGE = (
+    b"<!DOCTYPE html>\n<html><head><title>gputop exporter</title></head>\n"
+    b'<body><h1>gputop exporter</h1><p><a href="/metrics">/metrics</a></p></body></html>\n'
+)
+
+
+class MetricsServer:
+    """/metrics over HTTP: an event-loop thread reads requests, a few worker threads answer.
+
+    Built for a port that other hosts (and misbehaving clients) can reach:
+
+    - The listen backlog is ``REQUEST_QUEUE_SIZE`` (1024), so a burst of scrapes waits in the
+      kernel instead of being refused or timing out.
+    - A connection costs no thread until its whole request head has arrived: one daemon thread
+      reads all waiting connections with a selector. A connection that has not sent its head
+      within ``timeout_s`` (default 5 s) is closed, idle or half-sent alike, and at most
+      ``MAX_WAITING`` connections wait at once (past that the oldest is dropped), so idle or
+      slowloris clients can neither pile up threads nor delay a real scrape.
+    - ``WORKERS`` daemon threads answer complete requests in turn; an answer's write gets
+      ``timeout_s`` in total. When ``MAX_QUEUED`` requests already wait for a worker, a new one
+      gets 503 at once.
+    - GET or HEAD ``/metrics`` answers the metrics (``name[]`` filter, gzip and content type as
+      prometheus_client does), ``/`` a page linking to it, any other path 404; other methods 405.
+      One request per connection (HTTP/1.0); nothing is logged.
+    """
+
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        host: str,
+        port: int,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+    ) -> None:
+        listener_class = _Listener6 if ":" in host else _Listener
+        try:
+            self._listener = listener_class((host, port), socketserver.BaseRequestHandler)
+        except OSError as exc:
+            raise UsageError(f"cannot listen on {_hostport(host, port)}: {_why(exc)}") from None
+        self._registry = registry
+        self._timeout_s = timeout_s
+        self._listener.socket.setblocking(False)
+        self._selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._selector.register(self._listener.socket, selectors.EVENT_READ)
+        self._selector.register(self._wake_r, selectors.EVENT_READ)
+        # Connections still sending their request head, oldest first (so also by deadline).
+        self._waiting: dict[socket.socket, _Waiting] = {}
+        self._jobs: queue.SimpleQueue[tuple[socket.socket, bytes] | None] = queue.SimpleQueue()
+        self._busy: set[socket.socket] = set()  # being answered; close() aborts their writes
+        self._lock = threading.Lock()
+        self._stopping = False
+        self._loop_thread = threading.Thread(target=self._loop, name="gputop-http", daemon=True)
+        self._workers = [
+            threading.Thread(target=self._work, name=f"gputop-http-{i}", daemon=True)
+            for i in range(WORKERS)
+        ]
+        for thread in (self._loop_thread, *self._workers):
+            thread.start()
+
+    @property
+    def server(self) -> socketserver.TCPServer:
+        """The listening server (its ``server_address`` and socket tell the bound port)."""
+        return self._listener
+
+    @property
+    def port(self) -> int:
+        """The bound port (useful after asking for port 0)."""
+        return int(self._listener.server_address[1])
+
+    def close(self) -> None:
+        """Stop serving, drop every open connection and release the port (within about 1 s)."""
+        self._stopping = True
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"x")
+        self._loop_thread.join(1.0)
+        self._listener.server_close()
+        while True:  # requests nobody has started answering: just close them
+            try:
+                job = self._jobs.get_nowait()
+            except queue.Empty:
+                break
+            if job is not None:
+                job[0].close()
+        with self._lock:
+            for conn in self._busy:  # a write to a slow reader fails now instead of at timeout
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_RDWR)
+        for _ in self._workers:
+            self._jobs.put(None)
+        deadline = time.monotonic() + 0.5
+        for thread in self._workers:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self._wake_w.close()
+
+    # The event loop: accept, read request heads, hand complete ones to the workers.
+
+    def _loop(self) -> None:
+        try:
+            while not self._stopping:
+                for key, _events in self._selector.select(self._next_timeout()):
+                    if key.fileobj is self._listener.socket:
+                        self._accept()
+                    elif key.fileobj is self._wake_r:
+                        with contextlib.suppress(OSError):
+                            self._wake_r.recv(64)
+                    else:
+                        self._read(key.data)
+                self._expire()
+        finally:
+            for waiting in list(self._waiting.values()):
+                self._drop(waiting)
+            self._selector.close()
+            self._wake_r.close()
+            self._listener.server_close()
+
+    def _next_timeout(self) -> float:
+        if not self._waiting:
+            return 0.5
+        oldest = next(iter(self._waiting.values()))
+        return min(0.5, max(0.0, oldest.deadline - time.monotonic()))
+
+    def _accept(self) -> None:
+        for _ in range(64):  # a bounded batch, so reads and expiry still get their turn
+            try:
+                conn, _address = self._listener.socket.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # out of file descriptors: free one, or let the others finish
+                if self._waiting:
+                    self._drop(next(iter(self._waiting.values())))
+                else:
+                    time.sleep(0.05)
+                return
+            if len(self._waiting) >= MAX_WAITING:
+                self._drop(next(iter(self._waiting.values())))
+            conn.setblocking(False)
+            waiting = _Waiting(conn, time.monotonic() + self._timeout_s)
+            self._waiting[conn] = waiting
+            self._selector.register(conn, selectors.EVENT_READ, waiting)
+
+    def _read(self, waiting: _Waiting) -> None:
+        try:
+            chunk = waiting.conn.recv(4096)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:  # the client gave up
+            self._drop(waiting)
+            return
+        waiting.head += chunk
+        if b"\r\n\r\n" not in waiting.head and b"\n\n" not in waiting.head:
+            if len(waiting.head) > MAX_HEAD:
+                self._drop(waiting, _canned(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE))
+            return
+        self._forget(waiting)
+        if self._jobs.qsize() >= MAX_QUEUED:
+            self._drop(waiting, _canned(HTTPStatus.SERVICE_UNAVAILABLE))
+            return
+        self._jobs.put((waiting.conn, bytes(waiting.head)))
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        while self._waiting:
+            oldest = next(iter(self._waiting.values()))
+            if oldest.deadline > now:
+                return
+            self._drop(oldest)
+
+    def _forget(self, waiting: _Waiting) -> None:
+        del self._waiting[waiting.conn]
+        self._selector.unregister(waiting.conn)
+
+    def _drop(self, waiting: _Waiting, answer: bytes = b"") -> None:
+        self._forget(waiting)
+        if answer:  # best effort: a short answer fits the empty send buffer, never blocks
+            with contextlib.suppress(OSError):
+                waiting.conn.send(answer)
+        waiting.conn.close()
+
+    # The workers: one complete request each, answered and closed.
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            conn, head = job
+            with self._lock:
+                self._busy.add(conn)
+            try:
+                self._answer(conn, head)
+            except OSError:  # the client went away or read too slowly: its loss
+                pass
+            finally:
+                with self._lock:
+                    self._busy.discard(conn)
+                conn.close()
+
+    def _answer(self, conn: socket.socket, head: bytes) -> None:
+        handler = _Handler(head, self._registry)
+        handler.handle()
+        conn.settimeout(self._timeout_s)  # since Python 3.5 the limit for the whole sendall
+        conn.sendall(handler.out.getvalue())
+        if handler.command not in ("GET", "HEAD"):
+            _linger(conn)
+
+
+class _Listener(socketserver.TCPServer):
+    """Binds and listens only; MetricsServer runs its own loop on the socket."""
+
+    request_queue_size = REQUEST_QUEUE_SIZE
+    allow_reuse_address = True  # a restart binds again while old connections sit in TIME_WAIT
+
+
+class _Listener6(_Listener):
+    address_family = socket.AF_INET6
+
+
+@dataclass(slots=True)
+class _Waiting:
+    """A connection whose request head has not fully arrived yet."""
+
+    conn: socket.socket
+    deadline: float
+    head: bytearray = field(default_factory=bytearray)
+
+
+class _Only:
+    """The registry's families whose name or one of whose sample names (``x_total``) is asked."""
+
+    def __init__(self, registry: CollectorRegistry, names: set[str]) -> None:
+        self._registry = registry
+        self._names = names
+
+    def collect(self) -> Iterator[Metric]:
+        for metric in self._registry.collect():
+            if metric.name in self._names or any(s.name in self._names for s in metric.samples):
+                yield metric
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Parses one buffered request head and writes the whole answer into ``wfile``.
+
+    Runs without a socket (the worker sends ``wfile``'s bytes), so a slow client never holds a
+    half-written answer in here.
+    """
+
+    server_version = f"gputop/{__version__}"
+
+    def __init__(self, head: bytes, registry: CollectorRegistry) -> None:
+        # No BaseRequestHandler.__init__: it would read a socket; MetricsServer calls handle().
+        self.registry = registry
+        self.rfile = io.BytesIO(head)
+        self.out = self.wfile = io.BytesIO()
+        self.client_address = ("", 0)
+        self.command = ""
+
+    def handle(self) -> None:
+        self.close_connection = True
+        self.raw_requestline = self.rfile.readline(MAX_HEAD + 1)
+        if not self.parse_request():  # it has answered 400 or 505 itself
+            return
+        try:
+            self._route()
+        except Exception:  # noqa: BLE001 - a broken collector answers 500, the server lives on
+            self.out = self.wfile = io.BytesIO()
+            self._headers_buffer: list[bytes] = []
+            self._send(HTTPStatus.INTERNAL_SERVER_ERROR, b"cannot render the metrics\n")
+
+    def _route(self) -> None:
+        if self.command not in ("GET", "HEAD"):
+            body = b"only GET and HEAD\n"
+            self._send(HTTPStatus.METHOD_NOT_ALLOWED, body, headers={"Allow": "GET, HEAD"})
+            return
+        url = urlsplit(self.path)
+        if url.path == "/metrics":
+            self._metrics(parse_qs(url.query))
+        elif url.path == "/":
+            self._send(HTTPStatus.OK, INDEX_PAGE, "text/html; charset=utf-8")
+        else:
+            self._send(HTTPStatus.NOT_FOUND, b"not found; the metrics are at /metrics\n")
+
+    def _metrics(self, params: dict[str, list[str]]) -> None:
+        names = params.get("name[]")
+        source = self.registry if names is None else _Only(self.registry, set(names))
+        encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
+        body = encoder(source)
+        headers = {}
+        if gzip_accepted(self.headers.get("Accept-Encoding", "")):
+            body = gzip.compress(body)
+            headers["Content-Encoding"] = "gzip"
+        self._send(HTTPStatus.OK, body, content_type, headers)
+
+    def _send(
+        self,
+        status: HTTPStatus,
+        body: bytes,
+        content_type: str = "text/plain; charset=utf-8",
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Log nothing: a scrape every few seconds would fill the journal."""
+
+
+def _canned(status: HTTPStatus) -> bytes:
+    """A whole answer for the event loop to send without a handler."""
+    body = f"{status.phrase}\n".encode()
+    return (
+        f"HTTP/1.0 {status.value} {status.phrase}\r\nContent-Type: text/plain; charset=utf-8\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode() + body
+
+
+def _linger(conn: socket.socket) -> None:
+    """Read what the client still sends (e.g. a POST body), briefly, before closing.
+
+    Closing with unread data makes the kernel send a reset, which can destroy the answer
+    before the client reads it.
+    """
+    with contextlib.suppress(OSError):
+        conn.shutdown(socket.SHUT_WR)
+        conn.settimeout(0.1)
+        deadline = time.monotonic() + 0.25  # it holds a worker: short, the body is on its way
+        read = 0
+        while time.monotonic() < deadline and read < 1 << 20:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return
+            read += len(chunk)
+
+
+def _hostport(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _why(exc: OSError) -> str:
+    if exc.errno == errno.EADDRINUSE:
+        return "address already in use"
+    if exc.errno == errno.EACCES:
+        return "permission denied (ports below 1024 need root)"
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return "no such address on this host"
+    return exc.strerror or str(exc)

@@ -91,13 +91,26 @@ class ExitSignals:
     @contextlib.contextmanager
     def installed(self) -> Iterator[ExitSignals]:
         """Handle the exit signals inside the block; the previous handlers come back after."""
-        if threading.current_thread() is not threading.main_thread():
-            yield self  # signal.signal works only in the main thread
-            return
-        previous = {sig: signal.signal(sig, self.handle) for sig in EXIT_SIGNALS}
-        try:
+        with handling(EXIT_SIGNALS, self.handle):
             yield self
-        finally:
-            for sig, handler in previous.items():
-                if handler is not None:  # None: set outside Python, nothing to put back
-                    signal.signal(sig, handler)
+
+
+SignalHandler = Callable[[int, FrameType | None], None]
+
+
+@contextlib.contextmanager
+def handling(signals: tuple[int, ...], handler: SignalHandler) -> Iterator[None]:
+    """``handler`` for ``signals`` inside the block, the previous handlers again after it.
+
+    Outside the main thread nothing is installed (signal.signal works only there).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, handler) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            if old is not None:  # None: set outside Python, nothing to put back
+                signal.signal(sig, old)

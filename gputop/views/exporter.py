@@ -22,6 +22,7 @@ from types import FrameType, ModuleType
 from typing import TYPE_CHECKING
 
 from gputop.errors import UsageError
+from gputop.exits import EXIT_SIGNALS, handling
 
 if TYPE_CHECKING:
     from gputop.export_http import MetricsServer
@@ -152,9 +153,6 @@ def _open_outputs(args: argparse.Namespace) -> _Parts:
     return parts
 
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
-
-
 @contextlib.contextmanager
 def _stop_on_signals(stop: threading.Event) -> Iterator[list[int]]:
     """SIGTERM, SIGHUP and SIGINT set ``stop``: the loop ends and the finally-blocks run.
@@ -164,9 +162,6 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[list[int]]:
     The previous handlers come back after the block.
     """
     received: list[int] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield received
-        return
 
     def handler(signum: int, _frame: FrameType | None) -> None:
         received.append(signum)
@@ -174,13 +169,8 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[list[int]]:
         # (inside stop.wait()), and that lock is not reentrant.
         threading.Thread(target=stop.set, name="gputop-stop").start()
 
-    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
-    try:
+    with handling(EXIT_SIGNALS, handler):
         yield received
-    finally:
-        for sig, old in previous.items():
-            if old is not None:  # None: set outside Python, nothing to put back
-                signal.signal(sig, old)
 
 
 def exit_code(received: list[int]) -> int:

@@ -1,9 +1,7 @@
 """Hostile strings from real processes never reach any output: every one-shot view and /metrics.
 
-A real process (ours, so every field is readable) carries escape sequences, C1 controls, bidi
-overrides and newlines in its argv; its zombie child carries them in its comm (prctl
-PR_SET_NAME), which is what a view shows for a process without argv. A scenario file lists both
-PIDs on a GPU whose driver-reported name is hostile too, so the real CLI runs on them.
+The process (ours, so every field is readable) and its zombie child come from tests/hostile.py;
+the zombie has no argv, so views show its hostile name (prctl PR_SET_NAME).
 """
 
 from __future__ import annotations
@@ -16,12 +14,10 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
-from tests.engine.spawn import PY
+from tests.hostile import HostileBox, hostile_box
 
 # Raw bytes no output may carry: ESC and BEL (title/OSC), the C1 CSI (as UTF-8), RLO and LRI
 # (bidi), the Unicode line separator, and a newline inside a value.
@@ -34,56 +30,15 @@ FORBIDDEN = {
     "LS": b"\xe2\x80\xa8",
 }
 CLI = (sys.executable, "-m", "gputop")
-HOSTILE_ARGS = ("\x1b]0;OWNED\x07", "\x1b[2J", "\x9b31mred", "\u202eevil\u2066", "two\nlines\u2028")
-HOSTILE_COMM = b"\x1b]0;PWN\x07"
-
-HOSTILE = """
-import ctypes, os, sys, time
-pid = os.fork()
-if pid == 0:
-    ctypes.CDLL(None).prctl(15, b"\\x1b]0;PWN\\x07", 0, 0, 0)  # PR_SET_NAME
-    os._exit(0)
-os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # exited, never reaped: a zombie
-print(pid, flush=True)
-time.sleep(120)
-"""
-
-
-@dataclass(frozen=True)
-class Box:
-    scenario: Path
-    pid: int  # argv carries HOSTILE_ARGS
-    zombie: int  # comm is HOSTILE_COMM, no argv
 
 
 @pytest.fixture(scope="module")
-def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Box]:
-    proc = subprocess.Popen(
-        [*PY, HOSTILE, *HOSTILE_ARGS],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "GPUTOP_EVIL": "\x1b]0;ENV\x07"},
-    )
-    try:
-        assert proc.stdout is not None
-        zombie = int(proc.stdout.readline())
-        gpu = {
-            "name": "NVIDIA A100\x1b]0;GPU\x07\u202e",
-            "memory_total_mib": 81920,
-            "processes": [
-                {"pid": proc.pid, "name": "python\x1b[2J", "used_memory_mib": 4096},
-                {"pid": zombie, "used_memory_mib": 1024},
-            ],
-        }
-        path = tmp_path_factory.mktemp("hostile") / "hostile.json"
-        path.write_text(json.dumps({"name": "hostile", "gpu": [gpu]}))
-        yield Box(scenario=path, pid=proc.pid, zombie=zombie)
-    finally:
-        proc.kill()
-        proc.wait()
+def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostileBox]:
+    with hostile_box(tmp_path_factory.mktemp("hostile")) as hostile:
+        yield hostile
 
 
-def gputop(box: Box, *argv: str) -> bytes:
+def gputop(box: HostileBox, *argv: str) -> bytes:
     """stdout and stderr of the real CLI on the box's scenario, as bytes; it must succeed.
 
     (doctor exits 1 when it finds a stuck process, and the zombie is one.)
@@ -116,18 +71,18 @@ def assert_harmless(output: bytes) -> None:
         ("dmon", "-c", "1"),
     ],
 )
-def test_no_one_shot_view_writes_a_hostile_byte(box: Box, argv: tuple[str, ...]) -> None:
+def test_no_one_shot_view_writes_a_hostile_byte(box: HostileBox, argv: tuple[str, ...]) -> None:
     assert_harmless(gputop(box, *argv))
 
 
-def test_once_shows_hostile_names_escaped_on_one_line(box: Box) -> None:
+def test_once_shows_hostile_names_escaped_on_one_line(box: HostileBox) -> None:
     out = gputop(box, "--once", "-c", "-p").decode()
     assert "\\x1b]0;GPU\\x07\\u202e" in out  # the driver's GPU name
     (line,) = [ln for ln in out.splitlines() if str(box.zombie) in ln]
     assert "\\x1b]0;PWN\\x07" in line  # -c shows the name of a process without argv
 
 
-def test_json_is_valid_and_carries_the_escaped_text(box: Box) -> None:
+def test_json_is_valid_and_carries_the_escaped_text(box: HostileBox) -> None:
     doc = json.loads(gputop(box, "--json"))
     (row,) = [r for r in doc["processes"] if r["pid"] == box.pid]
     assert row["info"]["cmdline"][-5:] == [
@@ -142,13 +97,13 @@ def test_json_is_valid_and_carries_the_escaped_text(box: Box) -> None:
     assert doc["gpus"][0]["name"] == "NVIDIA A100\\x1b]0;GPU\\x07\\u202e"
 
 
-def test_doctor_names_the_zombie_escaped(box: Box) -> None:
+def test_doctor_names_the_zombie_escaped(box: HostileBox) -> None:
     out = gputop(box, "doctor").decode()
     assert str(box.zombie) in out
     assert "\\x1b]0;PWN\\x07" in out
 
 
-def test_csv_keeps_one_row_per_process(box: Box) -> None:
+def test_csv_keeps_one_row_per_process(box: HostileBox) -> None:
     out = gputop(box, "query", "--query-compute-apps=pid,process_name", "--format=csv").decode()
     lines = out.splitlines()
     assert lines[0] == "pid, process_name"
@@ -156,7 +111,7 @@ def test_csv_keeps_one_row_per_process(box: Box) -> None:
     assert all(ln.count(", ") == 1 for ln in lines)
 
 
-def test_exporter_labels_carry_no_hostile_byte(box: Box) -> None:
+def test_exporter_labels_carry_no_hostile_byte(box: HostileBox) -> None:
     pytest.importorskip("prometheus_client")
     server = subprocess.Popen(
         [*CLI, "export", "--scenario", str(box.scenario), "--listen", "127.0.0.1:0"],

@@ -8,7 +8,6 @@ opens that process's detail and environment, quits, and reads everything written
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import re
 import select
@@ -23,20 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine.spawn import PY
+from tests.hostile import HostileBox, hostile_box
 
 COLS, ROWS = 200, 50
-HOSTILE = """
-import ctypes, os, sys, time
-pid = os.fork()
-if pid == 0:
-    ctypes.CDLL(None).prctl(15, b"\\x1b]0;PWN\\x07", 0, 0, 0)  # PR_SET_NAME
-    os._exit(0)
-os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # exited, never reaped: a zombie
-print(pid, flush=True)
-time.sleep(120)
-"""
-ARGS = ("\x1b]0;OWNED\x07", "\x1b[2J", "\x9b31mred", "\u202eevil", "two\nlines")
 
 
 class Terminal:
@@ -92,35 +80,15 @@ class Terminal:
 
 
 @pytest.fixture
-def hostile(tmp_path: Path) -> Iterator[tuple[Path, int, int]]:
-    proc = subprocess.Popen(
-        [*PY, HOSTILE, *ARGS],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "GPUTOP_EVIL": "\x1b]0;ENV\x07\u202e"},
-    )
-    try:
-        assert proc.stdout is not None
-        zombie = int(proc.stdout.readline())
-        gpu = {
-            "name": "A100\x1b]0;GPU\x07",
-            "processes": [
-                {"pid": proc.pid, "used_memory_mib": 4096},
-                {"pid": zombie, "used_memory_mib": 1024},
-            ],
-        }
-        path = tmp_path / "hostile.json"
-        path.write_text(json.dumps({"name": "hostile", "gpu": [gpu]}))
-        yield path, proc.pid, zombie
-    finally:
-        proc.kill()
-        proc.wait()
+def hostile(tmp_path: Path) -> Iterator[HostileBox]:
+    with hostile_box(tmp_path) as box:
+        yield box
 
 
 def test_dashboard_writes_no_hostile_byte_to_the_terminal(
-    hostile: tuple[Path, int, int],
+    hostile: HostileBox,
 ) -> None:
-    scenario, pid, _zombie = hostile
+    scenario, pid = hostile.scenario, hostile.pid
     term = Terminal([sys.executable, "-m", "gputop", "--scenario", str(scenario)])
     try:
         term.read_until(str(pid).encode())  # the process table shows the hostile process

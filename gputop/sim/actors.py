@@ -134,6 +134,9 @@ def start_cast(specs: tuple[ActorSpec, ...], device_names: tuple[str, ...]) -> C
             env=env,
             stdout=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
+            # Never the user's terminal: the dashboard draws there, and an actor started just as
+            # gputop is stopped (its folder removed under it) would print its error on top.
+            stderr=subprocess.DEVNULL,
             text=True,
             # An orphan's job leader (the process we start) exits: give it a session of its own.
             # The others get a process group of their own: Ctrl-C, Ctrl-Z and a closed terminal

@@ -48,8 +48,3 @@ def interval_milliseconds(text: str) -> float:
             f"(1 day): {text!r}"
         )
     return value
-
-
-def clamp_interval(seconds: float) -> float:
-    """``seconds`` moved into the interval bounds (for the dashboard's -/+ keys and the API)."""
-    return min(MAX_INTERVAL_S, max(MIN_INTERVAL_S, seconds))

@@ -23,6 +23,7 @@ _WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
 
 
 def describe_os_error(exc: OSError) -> str:
+    """An OSError in words: ``FILE: reason``, ``cannot write: reason`` or the bare reason."""
     reason = exc.strerror or str(exc)
     if exc.filename is not None:
         return f"{os.fsdecode(exc.filename)}: {reason}"

@@ -81,7 +81,7 @@ def can_encode(encoding: str, text: str = _UNICODE_CHARS) -> bool:
 
 def for_encoding(encoding: str | None) -> Glyphs:
     """UNICODE when ``encoding`` carries all of its glyphs, else ASCII (latin-1 does not)."""
-    return UNICODE if can_encode(codec_name(encoding)) else ASCII
+    return UNICODE if can_encode(encoding or "ascii") else ASCII
 
 
 def locale_charset(environ: Mapping[str, str]) -> str | None:
@@ -118,7 +118,8 @@ def for_stream(stream: IO[str] | None, environ: Mapping[str, str] | None = None)
     return for_encoding(output_encoding(stream, environ))
 
 
-# One-cell stand-ins for characters other than box drawing (worked out from their names).
+# One-cell stand-ins for characters whose names say too little (box drawing and block elements
+# are worked out from their names below; the shades are kept apart from the full block here).
 _STAND_INS = {
     "…": ".",
     "·": ".",
@@ -152,13 +153,9 @@ _STAND_INS = {
     "\u201c": '"',
     "\u201d": '"',
     "\u00a0": " ",
-    "▀": '"',
-    "▔": "-",
-    "▁": "_",
     "░": ".",
     "▒": ":",
     "▓": "#",
-    "█": "#",
 }
 _EIGHTHS = {"ONE EIGHTH": 1, "ONE QUARTER": 2, "THREE EIGHTHS": 3, "HALF": 4}
 _EIGHTHS |= {"FIVE EIGHTHS": 5, "THREE QUARTERS": 6, "SEVEN EIGHTHS": 7}

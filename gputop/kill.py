@@ -347,8 +347,9 @@ class Killer:
         """Signal the process (and its children); wait up to ``grace_s`` to report ``exited``."""
         decision = self.decide(identity, signal, with_children)
         if isinstance(decision, Refusal):
+            facts = decision.facts or TargetFacts(pid=identity.pid, exists=False)
             error = self._record(
-                [self._entry(identity, signal, decision.facts, f"refused: {decision.reason}")]
+                [self._entry(identity, signal, facts, f"refused: {decision.reason}")]
             )
             return KillResult(
                 ok=False,
@@ -427,20 +428,20 @@ class Killer:
         )
 
     def _entry(
-        self, identity: ProcIdentity, signal: Signal, facts: TargetFacts | None, result: str
+        self, identity: ProcIdentity, signal: Signal, facts: TargetFacts, result: str
     ) -> AuditEntry:
         return AuditEntry(
             time_wall=time.time(),
             pid=identity.pid,
             create_time=identity.create_time,
-            user=facts.user if facts is not None else None,
-            command=facts.command if facts is not None else "",
+            user=facts.user,
+            command=facts.command,
             signal=signal,
             result=result,
-            uid=facts.uid if facts is not None else None,
-            status=facts.status if facts is not None else None,
-            ppid=facts.ppid if facts is not None else None,
-            create_time_now=facts.create_time if facts is not None else None,
+            uid=facts.uid,
+            status=facts.status,
+            ppid=facts.ppid,
+            create_time_now=facts.create_time,
             euid=self.euid,
         )
 

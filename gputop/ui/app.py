@@ -16,7 +16,6 @@ from textual.driver import Driver
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
-from gputop.argtypes import MAX_INTERVAL_S, MIN_INTERVAL_S, clamp_interval
 from gputop.history import History
 from gputop.kill import Killer, KillResult
 from gputop.model import ProcessRow, Snapshot
@@ -35,10 +34,8 @@ from gputop.ui.widgets.gpu_panel import GpuPanel
 from gputop.ui.widgets.header import HeaderBar
 from gputop.ui.widgets.process_table import ProcessTable
 
-# The -/+ keys walk these, within the bounds every interval obeys (argtypes).
-INTERVAL_STEPS_S = tuple(
-    s for s in (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0) if MIN_INTERVAL_S <= s <= MAX_INTERVAL_S
-)
+# The -/+ keys walk these; each lies within the bounds every interval obeys (argtypes, tested).
+INTERVAL_STEPS_S = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0)
 MIN_SIZE = (60, 16)  # below this the app shows a "terminal too small" message until resized
 STALE_AFTER_INTERVALS = 2.5
 STALE_MIN_S = 3.0
@@ -411,8 +408,8 @@ class GputopApp(App[int]):
 def next_interval(current: float, step: int) -> float:
     """The next step slower (``step`` > 0) or faster than ``current``, which may be off the list.
 
-    Past either end of the list the interval stays where it is; the result is always within the
-    interval bounds.
+    Past either end of the list the interval stays where it is, so the result is within the
+    interval bounds: the steps are, and ``current`` passed --interval's check.
     """
     tolerance = 1e-9 * current  # 0.1 + 0.15 need not equal 0.25 exactly
     if step > 0:
@@ -421,7 +418,7 @@ def next_interval(current: float, step: int) -> float:
     else:
         faster = [s for s in INTERVAL_STEPS_S if s < current - tolerance]
         chosen = faster[-1] if faster else current
-    return clamp_interval(chosen)
+    return chosen
 
 
 def make_app(

@@ -17,6 +17,11 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from gputop.export_http import MetricsServer
+from gputop.export_prom import SnapshotCollector, make_registry
+from gputop.sampler import Sampler
+from gputop.source import Source
+
 REPO = Path(__file__).resolve().parents[2]
 SERVING = re.compile(r"serving http://(\S+)/metrics")
 
@@ -82,3 +87,37 @@ def exporter_process(*extra: str, timeout_s: float = 30.0) -> Iterator[str]:
         pytest.fail("exporter did not report its address")
     finally:
         stop_process(proc)
+
+
+class Served:
+    """A sampler on ``source`` and /metrics on a free loopback port; closed by the fixture."""
+
+    def __init__(self, source: Source, interval_s: float, **server_args: float) -> None:
+        self.sampler = Sampler(source, interval_s=interval_s, enrich=False)
+        collector = SnapshotCollector(self.sampler)
+        self.server = MetricsServer(make_registry(collector), "127.0.0.1", 0, **server_args)
+        self.base = f"http://127.0.0.1:{self.server.port}"
+        self.url = f"{self.base}/metrics"
+        self.sampler.start()
+        deadline = time.monotonic() + 10
+        while self.sampler.latest is None:
+            assert time.monotonic() < deadline, "no first sample"
+            time.sleep(0.01)
+
+    def close(self) -> None:
+        self.sampler.stop()
+        self.server.close()
+
+
+@pytest.fixture
+def serve() -> Iterator[type[Served]]:
+    opened: list[Served] = []
+
+    class Tracked(Served):
+        def __init__(self, source: Source, interval_s: float, **server_args: float) -> None:
+            super().__init__(source, interval_s, **server_args)
+            opened.append(self)
+
+    yield Tracked
+    for served in opened:
+        served.close()

@@ -7,53 +7,14 @@ import gzip
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gputop.export_http import MetricsServer
-from gputop.export_prom import SnapshotCollector, make_registry
-from gputop.sampler import Sampler
 from gputop.sim import load_scenario
-from gputop.source import Source
 from tests.conftest import SimFactory
-from tests.export.conftest import http_get, samples
+from tests.export.conftest import Served, http_get, samples
 from tests.fakes import FakeSource
-
-
-class Served:
-    """A sampler on ``source`` and /metrics on a free loopback port; closed by the fixture."""
-
-    def __init__(self, source: Source, interval_s: float, **server_args: float) -> None:
-        self.sampler = Sampler(source, interval_s=interval_s, enrich=False)
-        collector = SnapshotCollector(self.sampler)
-        self.server = MetricsServer(make_registry(collector), "127.0.0.1", 0, **server_args)
-        self.base = f"http://127.0.0.1:{self.server.port}"
-        self.url = f"{self.base}/metrics"
-        self.sampler.start()
-        deadline = time.monotonic() + 10
-        while self.sampler.latest is None:
-            assert time.monotonic() < deadline, "no first sample"
-            time.sleep(0.01)
-
-    def close(self) -> None:
-        self.sampler.stop()
-        self.server.close()
-
-
-@pytest.fixture
-def serve() -> Iterator[type[Served]]:
-    opened: list[Served] = []
-
-    class Tracked(Served):
-        def __init__(self, source: Source, interval_s: float, **server_args: float) -> None:
-            super().__init__(source, interval_s, **server_args)
-            opened.append(self)
-
-    yield Tracked
-    for served in opened:
-        served.close()
 
 
 def test_every_simulated_gpu_has_util_with_dcgm_labels(

@@ -7,33 +7,17 @@ import socket
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
 
 import pytest
 
 from gputop import export_http
 from gputop.export_http import MetricsServer
 from gputop.export_prom import SnapshotCollector, make_registry
-from gputop.source import Source
 from tests.conftest import SimFactory
-from tests.export.test_http import Served
+from tests.export.conftest import Served
 
 SCRAPES = 200
 IDLE = 100
-
-
-@pytest.fixture
-def serve() -> Iterator[type[Served]]:
-    opened: list[Served] = []
-
-    class Tracked(Served):
-        def __init__(self, source: Source, interval_s: float, **server_args: float) -> None:
-            super().__init__(source, interval_s, **server_args)
-            opened.append(self)
-
-    yield Tracked
-    for served in opened:
-        served.close()
 
 
 def _connect(port: int) -> socket.socket:

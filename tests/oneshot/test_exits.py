@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from gputop.argtypes import INTERVAL_BOUNDS_HELP
-from tests.ui.test_signals import ROOT, Terminal, assert_demo_gone, clean_env, demo_of, on_terminal
+from tests.pty_terminal import ROOT, Terminal, clean_env, on_terminal
+from tests.ui.test_signals import assert_demo_gone, demo_of
 
 QUERY = ("query", "--demo", "--query-gpu=index,utilization.gpu", "-l", "1")
 DMON = ("dmon", "--demo")

@@ -7,17 +7,11 @@ character Textual writes that the terminal cannot encode into a one-cell stand-i
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import io
 import os
-import pty
 import re
-import select
-import struct
 import subprocess
 import sys
-import termios
-import time
 from pathlib import Path
 
 import pytest
@@ -29,8 +23,8 @@ from gputop.ui.app import make_app
 from gputop.ui.driver import CalmLinuxDriver
 from gputop.views.once import OnceOptions, render_once
 from tests.oneshot.helpers import enriched_snapshot
+from tests.pty_terminal import ROOT, on_terminal
 
-ROOT = Path(__file__).resolve().parents[2]
 SHOW_ALL = ["-c", "-p", "-u", "-F", "-P"]
 # ISO-8859-1 through the locale: where that locale is not installed, Python writes UTF-8 to what
 # the user said is a Latin-1 terminal, and gputop must still keep to ASCII.
@@ -189,45 +183,12 @@ def test_the_driver_leaves_unicode_alone(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def run_dashboard_on_a_pty(extra: dict[str, str]) -> bytes:
     """The demo dashboard on a 100x30 pseudo-terminal for a few seconds, then 'q': all it wrote."""
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gputop", "--demo"],
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        env=environ(TERM="xterm-256color", **extra),
-        start_new_session=True,
-    )
-    os.close(slave)
-    screen = b""
-
-    def read_for(seconds: float) -> None:
-        nonlocal screen
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            if select.select([master], [], [], 0.05)[0]:
-                try:
-                    screen += os.read(master, 65536)
-                except OSError:
-                    return
-
-    try:
-        deadline = time.monotonic() + 30
-        while b"Processes" not in screen and time.monotonic() < deadline:
-            read_for(0.1)
-        read_for(2.5)  # a couple of ticks: bars and sparklines filled in
-        os.write(master, b"q")
-        started = time.monotonic()
-        while proc.poll() is None and time.monotonic() - started < 10:
-            read_for(0.05)
-        assert proc.wait(timeout=10) == 0, screen[-2000:]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        os.close(master)
-    return screen
+    with on_terminal("--demo", env=environ(TERM="xterm-256color", **extra)) as term:
+        term.wait_for(b"Processes")
+        term.read_for(2.5)  # a couple of ticks: bars and sparklines filled in
+        term.type(b"q")
+        assert term.read_to_end() == 0, bytes(term.output[-2000:])
+    return bytes(term.output)
 
 
 @pytest.mark.parametrize("setting", ["ascii", "latin-1-locale"])

@@ -6,15 +6,8 @@ pseudo-terminal, as a person would.
 
 from __future__ import annotations
 
-import fcntl
 import os
-import pty
-import select
 import selectors
-import struct
-import subprocess
-import sys
-import termios
 import threading
 import time
 from collections.abc import Iterator
@@ -28,6 +21,7 @@ from textual.message import Message
 
 from gputop.ui.app import make_app
 from gputop.ui.driver import CalmLinuxDriver, WakingEvent, read_input
+from tests.pty_terminal import on_terminal
 
 
 class Reader:
@@ -132,53 +126,19 @@ def _tasks(pid: int) -> dict[str, tuple[str, int]]:
 
 
 def test_the_real_dashboard_on_a_terminal_idles_quietly_and_quits_at_once() -> None:
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TEXTUAL", "GPUTOP"))}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gputop", "--demo"],
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        env={**env, "TERM": "xterm-256color"},
-        start_new_session=True,
-    )
-    os.close(slave)
-    screen = b""
-
-    def read_for(seconds: float) -> None:
-        nonlocal screen
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            if select.select([master], [], [], 0.05)[0]:
-                try:
-                    screen += os.read(master, 65536)
-                except OSError:
-                    return
-
-    try:
-        deadline = time.monotonic() + 30
-        while b"DEMO" not in screen and time.monotonic() < deadline:
-            read_for(0.1)
-        assert b"DEMO" in screen
-        before = _tasks(proc.pid)
-        read_for(1.5)
-        after = _tasks(proc.pid)
+    with on_terminal("--demo") as term:
+        term.wait_for(b"DEMO")
+        before = _tasks(term.proc.pid)
+        term.read_for(1.5)
+        after = _tasks(term.proc.pid)
         # The input thread is the one asleep in select(); "0" where the kernel hides wchan.
         selecting = [t for t, (wchan, _) in after.items() if "poll" in wchan or "select" in wchan]
         if selecting:
             assert any(after[t][1] - before.get(t, ("", 0))[1] <= 2 for t in selecting)
-        os.write(master, b"q")
+        term.type(b"q")
         started = time.monotonic()
-        while proc.poll() is None and time.monotonic() - started < 10:
-            read_for(0.05)
-        assert proc.wait(timeout=10) == 0
+        assert term.read_to_end() == 0
         assert time.monotonic() - started < 3
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        os.close(master)
 
 
 def test_end_of_input_does_not_spin(reader: Reader) -> None:

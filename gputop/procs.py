@@ -386,6 +386,29 @@ def process_group(pid: int) -> int | None:
         return None
 
 
+def session(pid: int) -> int | None:
+    """The session id of ``pid``, or None when it has vanished."""
+    try:
+        return os.getsid(pid)
+    except (ProcessLookupError, PermissionError):
+        return None
+
+
+def is_namespace_init(pid: int) -> bool:
+    """True when ``pid`` is PID 1 of the PID namespace it runs in: ours, or a container's init
+    seen from the host (the last number of NSpid in /proc/PID/status). False when unreadable."""
+    if pid == 1:
+        return True
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"NSpid:"):
+                    return line.split()[-1] == b"1"
+    except OSError:
+        pass
+    return False
+
+
 def pid_exists(pid: int) -> bool:
     """True when ``pid`` names a process (zombies included) in this PID namespace."""
     return psutil.pid_exists(pid)

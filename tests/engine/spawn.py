@@ -64,6 +64,83 @@ print(pid, flush=True)
 os._exit(0)
 """
 
+# launcher -> rank -> worker, one job (one process group). The worker holds argv[1] and prints
+# "RANK WORKER"; the launcher reaps a dead rank and lives on, as torchrun or a supervisor would.
+LAUNCHER = """
+import os, sys, time
+rank = os.fork()
+if rank == 0:
+    if os.fork() == 0:
+        f = open(sys.argv[1], "rb")
+        print(os.getppid(), os.getpid(), flush=True)
+        time.sleep(120)
+        os._exit(0)
+    time.sleep(120)
+    os._exit(0)
+os.waitpid(rank, 0)
+time.sleep(120)
+"""
+
+# A job-control shell running "first | second": both its children, in the first one's process
+# group; the second holds argv[1]. argv[2] == "exit-first": the first exits (and is reaped), as
+# `cat file | python train.py` does. Prints "FIRST SECOND".
+PIPELINE = """
+import subprocess, sys, time
+code = "import sys, time; f = open(sys.argv[1], 'rb'); print('ready', flush=True); time.sleep(120)"
+first = subprocess.Popen([sys.executable, "-S", "-c", "import time; time.sleep(120)"],
+                         process_group=0)
+second = subprocess.Popen([sys.executable, "-S", "-c", code, sys.argv[1]],
+                          process_group=first.pid, stdout=subprocess.PIPE, text=True)
+assert second.stdout.readline().strip() == "ready"
+if sys.argv[2] == "exit-first":
+    first.kill()
+    first.wait()
+print(first.pid, second.pid, flush=True)
+time.sleep(120)
+"""
+
+# A daemon: forked, setsid() (it leads its own group and session), holds argv[1]; its parent
+# exits, so init or a subreaper adopts it. Prints the daemon's PID.
+DAEMON = """
+import os, sys, time
+if os.fork() == 0:
+    os.setsid()
+    f = open(sys.argv[1], "rb")
+    print(os.getpid(), flush=True)
+    time.sleep(120)
+    os._exit(0)
+"""
+
+# A reaper, as tini is: it runs argv[2] (job code) in a child and reaps whatever it adopts, as
+# PID 1 of a PID namespace (started under unshare) or as a subreaper (argv[3] == "subreaper").
+# host_ids() is (parent PID, own PID) as the host sees them: /proc is the host's (no --mount-proc).
+REAPER = """
+import ctypes, os, sys, time
+
+def host_ids():
+    fields = open("/proc/self/stat").read().rsplit(")", 1)[1].split()
+    return fields[1], os.readlink("/proc/self")
+
+if sys.argv[3] == "subreaper":
+    assert ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+if os.fork() == 0:
+    exec(sys.argv[2])
+    os._exit(0)
+while True:
+    try:
+        os.wait()
+    except ChildProcessError:
+        time.sleep(1)
+"""
+_HOST_LAUNCHER = LAUNCHER.replace("os.getppid(), os.getpid()", "*host_ids()")
+# Job code for REAPER: LAUNCHER in a group of its own (as tini starts its child), or in a
+# session of its own. Prints "RANK WORKER".
+JOB_OWN_GROUP = "os.setpgid(0, 0)\n" + _HOST_LAUNCHER
+JOB_OWN_SESSION = "os.setsid()\n" + _HOST_LAUNCHER
+# Job code for REAPER: a worker in the reaper's own group, holding argv[1] (a container's
+# `sh -c 'python train.py'`). Prints "REAPER WORKER".
+JOB_REAPERS_GROUP = "f = open(sys.argv[1], 'rb')\nprint(*host_ids(), flush=True)\ntime.sleep(120)\n"
+
 # A parent with one sleeping child: a small tree for "with children".
 TREE = """
 import subprocess, sys, time
@@ -83,6 +160,15 @@ def wait_until(predicate: Callable[[], bool], timeout_s: float = 10.0) -> bool:
     return predicate()
 
 
+def ppid_of(pid: int) -> int | None:
+    """The parent PID from /proc/PID/stat (None once it has gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
 def status_of(pid: int) -> str | None:
     try:
         return psutil.Process(pid).status()
@@ -97,12 +183,21 @@ class Spawner:
         self.popens: list[subprocess.Popen[str]] = []
         self.extra: list[psutil.Process] = []  # grandchildren we learned about
 
-    def start(self, code: str, *args: str, new_session: bool = False) -> subprocess.Popen[str]:
+    def start(
+        self,
+        code: str,
+        *args: str,
+        new_session: bool = False,
+        own_group: bool = False,
+        prefix: tuple[str, ...] = (),
+    ) -> subprocess.Popen[str]:
+        """Run ``code`` (after ``prefix``, a wrapper such as unshare), stdout piped."""
         proc = subprocess.Popen(
-            [*PY, code, *args],
+            [*prefix, *PY, code, *args],
             stdout=subprocess.PIPE,
             text=True,
             start_new_session=new_session,
+            process_group=0 if own_group else None,
         )
         self.popens.append(proc)
         return proc
@@ -120,7 +215,17 @@ class Spawner:
         self.adopt(pid)
         return pid
 
+    def first_line_pids(self, proc: subprocess.Popen[str]) -> list[int]:
+        """The PIDs on ``proc``'s next line, each killed at teardown."""
+        assert proc.stdout is not None
+        pids = [int(word) for word in proc.stdout.readline().split()]
+        for pid in pids:
+            self.adopt(pid)
+        return pids
+
     def adopt(self, pid: int) -> None:
+        if pid <= 0:  # 0 and negative PIDs would make the kill at teardown signal a group
+            raise ValueError(f"not a process: {pid}")
         with contextlib.suppress(psutil.NoSuchProcess):
             self.extra.append(psutil.Process(pid))
 

@@ -12,7 +12,7 @@ difference, not the excess over the tolerance.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 import psutil
@@ -29,7 +29,7 @@ from gputop.model import (
     ProcState,
     Snapshot,
 )
-from gputop.procs import ProcReader, pid_exists, process_group, read_proc
+from gputop.procs import ProcReader, is_namespace_init, process_group, read_proc, session
 
 MiB = 1024**2
 TOLERANCE_MIN_BYTES = 256 * MiB
@@ -46,7 +46,8 @@ class ProcFacts:
     visible: bool  # psutil can see the PID in this namespace
     status: str | None  # psutil status string
     holds_device: bool  # has a device file open or mapped
-    orphaned: bool  # its original process group leader is gone and it was re-parented
+    orphaned: bool  # its parent exited and init or a subreaper adopted it (is_orphaned)
+    holds_lost_gpu: bool = False  # one of the files it holds is a lost GPU's
 
 
 def classify(facts: ProcFacts) -> tuple[ProcState, ...]:
@@ -61,7 +62,8 @@ def classify(facts: ProcFacts) -> tuple[ProcState, ...]:
     if facts.orphaned and (facts.listed or facts.holds_device):
         states.append(ProcState.ORPHAN)
     if facts.holds_device and not facts.listed:
-        states.append(ProcState.HOLDER)
+        # NVML cannot list contexts on a lost GPU: its users are not known to be stuck.
+        states.append(ProcState.ON_LOST_GPU if facts.holds_lost_gpu else ProcState.HOLDER)
     if facts.listed:
         states.append(ProcState.ACTIVE)
     return tuple(states)
@@ -90,22 +92,73 @@ def unattributed_memory(gpus: Iterable[GpuSample]) -> tuple[tuple[int, int], ...
     return tuple(out)
 
 
-def is_orphaned(info: ProcInfo) -> tuple[bool, str | None]:
-    """Whether the process was re-parented after its job's leader died, and a note saying so.
+def reparented(
+    *,
+    pid: int,
+    pgid: int,
+    sid: int,
+    ppid: int,
+    parent_pgid: int,
+    parent_sid: int,
+    parent_is_init: Callable[[], bool],
+) -> bool:
+    """Whether ``ppid`` adopted ``pid`` (its parent exited; init or a subreaper took it) (pure).
 
-    A heuristic: the process is not its own group leader, its group leader no longer exists, and
-    its parent (init or a subreaper) is outside its group. Daemons started by systemd or a shell
-    lead their own group, so they are not flagged.
+    fork() keeps the child in its parent's process group and session. setpgid() moves a process
+    only to a group of its own session, and setsid() makes it a group leader. So, for a process
+    that does not lead its group (a leader is a job of its own: a daemon, a service):
+
+    - parent in its group: its parent forked it;
+    - parent in another session: its parent cannot have forked it: adopted;
+    - parent in its session, another group: a job-control shell (the session leader or not:
+      ``bash`` in bash, ``set -m``) put it in a pipeline's group and is still its parent,
+      whether the pipeline's first member lives or not. Unless the parent is PID 1 of a PID
+      namespace (``parent_is_init``, asked only here): a container's init (tini) adopts in its
+      own session.
+
+    Not seen: an adoption inside the job's own group (a launcher that is a subreaper, or a
+    container's non-interactive shell as PID 1), and a pipeline under an interactive shell
+    that is a container's PID 1 is taken for an adoption.
     """
-    if not info.visible or info.ppid is None:
+    if ppid <= 0 or pgid == pid or parent_pgid == pgid:
+        return False
+    if parent_sid != sid:
+        return True
+    return ppid == 1 or parent_is_init()
+
+
+def is_orphaned(info: ProcInfo) -> tuple[bool, str | None]:
+    """Whether init or a subreaper adopted the process (:func:`reparented`), and a note saying so.
+
+    Costs four syscalls per row (group and session of the process and of its parent), and one
+    /proc/PPID/status read where the parent shares its session but not its group. A PID that
+    vanishes meanwhile is not orphaned: the next tick sees its new parent.
+    """
+    if not info.visible or not info.ppid:  # ppid 0: the parent is outside this PID namespace
         return False, None
-    pgid = process_group(info.pid)
-    if pgid is None or pgid == info.pid or pid_exists(pgid):
+    pid, ppid = info.pid, info.ppid
+    pgid, sid = process_group(pid), session(pid)
+    parent_pgid, parent_sid = process_group(ppid), session(ppid)
+    if pgid is None or sid is None or parent_pgid is None or parent_sid is None:
         return False, None
-    if info.ppid != 1 and process_group(info.ppid) == pgid:
-        return False, None
-    parent = read_proc(info.ppid)
-    return True, f"its job leader {pgid} has exited; adopted by {info.ppid} ({parent.name or '?'})"
+    adopted = reparented(
+        pid=pid,
+        pgid=pgid,
+        sid=sid,
+        ppid=ppid,
+        parent_pgid=parent_pgid,
+        parent_sid=parent_sid,
+        parent_is_init=lambda: is_namespace_init(ppid),
+    )
+    return (True, _orphan_note(ppid, pgid)) if adopted else (False, None)
+
+
+def _orphan_note(ppid: int, pgid: int) -> str:
+    adopter, leader = read_proc(ppid), read_proc(pgid)
+    head = f"its parent exited; adopted by {ppid} ({adopter.name or '?'})"
+    if leader.visible and leader.status != psutil.STATUS_ZOMBIE:
+        return f"{head} while its job leader {pgid} ({leader.name or '?'}) lives"
+    return f"{head}; its job leader {pgid} has exited too"
 
 
 def _defunct_note(info: ProcInfo) -> str:
@@ -152,20 +205,27 @@ def _build_row(
     history: History | None,
     *,
     suspect: bool = False,
-    gpu_by_minor: dict[int, int] | None = None,
+    devices: DeviceMap | None = None,
 ) -> ProcessRow:
     orphaned, orphan_note = is_orphaned(info) if (contexts or device_files) else (False, None)
+    held, on_lost = devices.gpus_of(device_files) if devices and device_files else (set(), ())
     facts = ProcFacts(
         listed=bool(contexts),
         visible=info.visible,
         status=info.status,
         holds_device=bool(device_files),
         orphaned=orphaned,
+        holds_lost_gpu=bool(on_lost),
     )
     states = classify(facts)
     if suspect and info.visible and info.status != psutil.STATUS_ZOMBIE:
         info = replace(info, note=SUSPECT_NOTE)
+    if not info.visible and info.name is None:
+        # Only the driver can name another namespace's process (as nvidia-smi does).
+        info = replace(info, name=next((p.driver_name for p in contexts if p.driver_name), None))
     note = _defunct_note(info) if ProcState.DEFUNCT in states else orphan_note
+    if note is None and ProcState.ON_LOST_GPU in states:
+        note = _lost_note(on_lost)
     # One pass over the contexts (this runs for every process, every tick).
     gpus: set[int] = set()
     types: set[ProcessType] = set()
@@ -179,8 +239,7 @@ def _build_row(
             sm = p.sm_util_percent
         if p.memory_util_percent is not None and (mem is None or p.memory_util_percent > mem):
             mem = p.memory_util_percent
-    if device_files:
-        gpus |= _held_gpus(device_files, gpu_by_minor or {})
+    gpus |= held
     # Not `if history`: that is len(), a lock per row; an empty History has no peaks anyway.
     peak = (
         history.process_peak_memory_bytes(info.pid, info.create_time)
@@ -202,14 +261,53 @@ def _build_row(
     )
 
 
-def _held_gpus(device_files: tuple[str, ...], gpu_by_minor: dict[int, int]) -> set[int]:
-    """GPUs whose /dev/nvidiaN file (N = the GPU's minor number) is among the held files."""
-    found = set()
-    for path in device_files:
-        number = os.path.basename(path).removeprefix("nvidia")
-        if number.isdigit() and int(number) in gpu_by_minor:
-            found.add(gpu_by_minor[int(number)])
-    return found
+@dataclass(frozen=True, slots=True)
+class DeviceMap:
+    """Which GPU each /dev/nvidiaN file is (N is the GPU's minor number), lost ones included."""
+
+    by_minor: dict[int, int]  # minor number -> GPU index
+    lost: frozenset[int]  # indices of lost GPUs
+    # A GPU lost before gputop started has no minor number: its file is one no GPU claims.
+    lost_unnumbered: tuple[int, ...]
+
+    @classmethod
+    def of(cls, gpus: Iterable[GpuSample]) -> DeviceMap:
+        """The map for one snapshot's GPUs."""
+        gpus = tuple(gpus)
+        lost = frozenset(g.index for g in gpus if g.state is GpuState.LOST)
+        return cls(
+            by_minor={g.minor_number: g.index for g in gpus if g.minor_number is not None},
+            lost=lost,
+            lost_unnumbered=tuple(
+                g.index for g in gpus if g.index in lost and g.minor_number is None
+            ),
+        )
+
+    def gpus_of(self, device_files: tuple[str, ...]) -> tuple[set[int], tuple[str, ...]]:
+        """(GPU indices whose files are held, the held files that belong to a lost GPU)."""
+        found: set[int] = set()
+        on_lost: list[str] = []
+        for path in device_files:
+            number = os.path.basename(path).removeprefix("nvidia")
+            if not number.isdigit():
+                continue  # nvidiactl, nvidia-uvm: every CUDA process holds them
+            index = self.by_minor.get(int(number))
+            if index is None and self.lost_unnumbered:
+                on_lost.append(path)
+                if len(self.lost_unnumbered) == 1:
+                    found.add(self.lost_unnumbered[0])
+            elif index is not None:
+                found.add(index)
+                if index in self.lost:
+                    on_lost.append(path)
+        return found, tuple(on_lost)
+
+
+def _lost_note(files: tuple[str, ...]) -> str:
+    return (
+        f"holds {', '.join(files)} of a GPU the driver has lost, so whether it still uses "
+        "that GPU cannot be known"
+    )
 
 
 def process_rows(
@@ -222,7 +320,7 @@ def process_rows(
     """One classified row per process NVML lists or that holds a device file."""
     listed = _listed_by_pid(gpus)
     held = holders.holders if holders is not None else {}
-    gpu_by_minor = {g.minor_number: g.index for g in gpus if g.minor_number is not None}
+    devices = DeviceMap.of(gpus)
     pids = set(listed) | set(held)
     infos = reader.read_many(pids) if reader is not None else _read_all(pids)
     rows: list[ProcessRow] = []
@@ -245,9 +343,7 @@ def process_rows(
             now = held_by(pid, holders.dev_dir, holders.proc_root)
             files = now or ()
             suspect = now == ()
-        rows.append(
-            _build_row(info, contexts, files, history, suspect=suspect, gpu_by_minor=gpu_by_minor)
-        )
+        rows.append(_build_row(info, contexts, files, history, suspect=suspect, devices=devices))
     rows.sort(key=lambda r: (r.gpu_indices[0] if r.gpu_indices else 1 << 30, r.pid))
     return tuple(rows)
 

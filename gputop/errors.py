@@ -13,5 +13,13 @@ class DriverError(GputopError):
     """The NVIDIA driver cannot be used: not installed, version mismatch, no permission."""
 
 
+class DriverMissing(DriverError):
+    """No NVIDIA library on this machine at all: the only failure the dashboard meets with the demo.
+
+    Any other driver failure (version mismatch, module not loaded, no permission) is a real
+    problem on a GPU box, and the demo would hide it.
+    """
+
+
 class UsageError(GputopError):
     """Bad input on the command line: unknown field, unwritable file, bad PID."""

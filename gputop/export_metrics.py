@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from gputop.format import whole_mib
 from gputop.model import GpuSample, GpuState, ProcessRow, ProcState, Snapshot
 
-MIB = 1024 * 1024
 KIB = 1024
 
 # dcgm-exporter's per-GPU labels, in its order; hostname is added when known (renamed from
@@ -66,8 +66,8 @@ def _div(value: int | None, by: int) -> float | None:
 
 
 def _mib(value: int | None) -> float | None:
-    # DCGM reports whole MiB
-    return None if value is None else float(value // MIB)
+    # DCGM reports whole MiB, by the rule every gputop view uses
+    return None if value is None else float(whole_mib(value))
 
 
 def _fan(g: GpuSample) -> float | None:

@@ -38,14 +38,24 @@ class Level(StrEnum):
     CRIT = "crit"
 
 
+def whole_mib(value_bytes: int) -> int:
+    """Bytes as whole MiB by nvidia-smi's rule, the one every view uses: the fraction is dropped.
+
+    4466.75 MiB is 4466 everywhere (nvidia-smi divides unsigned integers). A negative amount (a
+    delta) drops its fraction too, towards zero, so -0.5 MiB is 0, never -1.
+    """
+    whole = abs(value_bytes) // MiB
+    return whole if value_bytes >= 0 else -whole
+
+
 def mib(value_bytes: int | None) -> str:
     """Whole MiB with the unit, nvidia-smi style: ``"61234MiB"``."""
-    return NA if value_bytes is None else f"{value_bytes // MiB}MiB"
+    return NA if value_bytes is None else f"{whole_mib(value_bytes)}MiB"
 
 
 def mib_number(value_bytes: int | None) -> str:
     """Whole MiB without a unit, for "used / total" pairs: ``"61234"``."""
-    return NA if value_bytes is None else str(value_bytes // MiB)
+    return NA if value_bytes is None else str(whole_mib(value_bytes))
 
 
 def gib(value_bytes: int | None, digits: int = 1) -> str:

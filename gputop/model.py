@@ -31,6 +31,20 @@ class GpuState(StrEnum):
     ERROR = "error"  # the handle could not be read at all for another reason
 
 
+class Unavailable(StrEnum):
+    """Why the driver gave no value for one reading (the NVML error, in words)."""
+
+    NOT_SUPPORTED = "not supported"  # NVML_ERROR_NOT_SUPPORTED
+    NO_PERMISSION = "no permission"  # NVML_ERROR_NO_PERMISSION
+    GPU_LOST = "gpu lost"  # NVML_ERROR_GPU_IS_LOST
+    NOT_FOUND = "not in this driver"  # NVML_ERROR_FUNCTION_NOT_FOUND, or a binding without it
+    DEPRECATED = "deprecated"  # NVML_ERROR_DEPRECATED
+    UNKNOWN = "unknown error"  # NVML_ERROR_UNKNOWN and every other error
+
+
+Scalar = int | float | str  # one extra reading, as the driver gave it
+
+
 class ProcessType(StrEnum):
     """The kind of GPU context NVML reports for a process."""
 
@@ -48,6 +62,9 @@ class ProcState(StrEnum):
     ORPHAN = "orphan"  # its original parent is gone while it still holds the GPU
     STOPPED = "stopped"  # state T
     NAMESPACE = "other-namespace"  # NVML lists a PID that this PID namespace cannot see
+    # Holds the device file of a GPU the driver has lost: NVML can list no context there, so
+    # whether it works cannot be known. Not called stuck (a holder) for the driver's failure.
+    ON_LOST_GPU = "lost-gpu"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,6 +88,8 @@ class GpuProcess:
     used_memory_bytes: int | None = None
     sm_util_percent: int | None = None
     memory_util_percent: int | None = None
+    # nvmlSystemGetProcessName, read only for PIDs this PID namespace cannot see (None otherwise)
+    driver_name: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -129,11 +148,29 @@ class GpuSample:
     persistence_mode: bool | None = None
     mig_mode: bool | None = None
     processes: tuple[GpuProcess, ...] = ()
+    # Only when a query asks for them (empty otherwise): readings beyond the ones above, keyed by
+    # gputop.probes.Probe.key, and why a reading is None, keyed by that key or attribute name.
+    extra: tuple[tuple[str, Scalar], ...] = ()
+    unavailable: tuple[tuple[str, Unavailable], ...] = ()
 
     @property
     def fan_speed_percent(self) -> int | None:
         """The first fan's speed, the one most views show."""
         return self.fan_speeds_percent[0] if self.fan_speeds_percent else None
+
+    def extra_value(self, key: str) -> Scalar | None:
+        """The extra reading ``key``, or None."""
+        for name, value in self.extra:
+            if name == key:
+                return value
+        return None
+
+    def why_unavailable(self, key: str) -> Unavailable | None:
+        """Why reading ``key`` (an extra's key or an attribute name) is None, when known."""
+        for name, why in self.unavailable:
+            if name == key:
+                return why
+        return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -13,23 +13,26 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import pynvml
 
 from gputop.cuda_index import DeviceKey, cuda_index_map
-from gputop.errors import DriverError
+from gputop.errors import DriverError, DriverMissing
 from gputop.model import (
     THROTTLE_REASON_BITS,
     GpuProcess,
     GpuSample,
     GpuState,
     ProcessType,
+    Scalar,
     Snapshot,
     SystemInfo,
+    Unavailable,
 )
+from gputop.probes import TYPED, Probe
 from gputop.sanitize import clean, clean_optional
 
 T = TypeVar("T")
@@ -63,6 +66,8 @@ _INIT_MESSAGES = {
     ),
 }
 
+
+LOST_TEXT = "GPU is lost (fell off the bus)"  # nvidia-smi, nvitop and gpustat say "GPU is lost"
 
 COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclusive_Process"}
 
@@ -140,6 +145,7 @@ class NvmlSource:
     """Reads complete Snapshots from NVML (real or simulated). Thread-safe for one reader."""
 
     PROCESS_UTIL_WINDOW_S = 5.0
+    _asked: _Asked | None = None  # readings a query asked for (request_probes)
 
     def __init__(self, *, environ: Mapping[str, str] | None = None, simulated: bool = False):
         self._simulated = simulated
@@ -148,22 +154,27 @@ class NvmlSource:
         self._lock = threading.Lock()
         self._proc_api: str | None = None  # v3 / v2 / v1, whichever the driver has
         self._buffers = _ListBuffers()
+        self._foreign_names: dict[int, str | None] = {}  # other-namespace PID -> driver's name
         try:
             pynvml.nvmlInit()
         except pynvml.NVMLError as exc:
-            message = _INIT_MESSAGES.get(exc.value)
-            raise DriverError(message or f"cannot initialise NVML: {exc}") from None
+            message = _INIT_MESSAGES.get(exc.value) or f"cannot initialise NVML: {exc}"
+            if exc.value == pynvml.NVML_ERROR_LIBRARY_NOT_FOUND:
+                raise DriverMissing(message) from None
+            raise DriverError(message) from None
         try:
             count = pynvml.nvmlDeviceGetCount()
         except pynvml.NVMLError as exc:
             raise DriverError(f"cannot count GPUs: {exc}") from None
         self._handles: list[Any | None] = []
+        self._handle_errors: dict[int, pynvml.NVMLError] = {}  # why a GPU has no handle
         self._static: list[_Static] = []
         for i in range(count):
             try:
                 self._handles.append(pynvml.nvmlDeviceGetHandleByIndex(i))
-            except pynvml.NVMLError:
+            except pynvml.NVMLError as exc:
                 self._handles.append(None)
+                self._handle_errors[i] = exc
             self._static.append(self._read_static(self._handles[-1]))
         self._assign_cuda_indices()
         self._system = self._read_system()
@@ -184,6 +195,12 @@ class NvmlSource:
         self._pcie.stop()
         with contextlib.suppress(pynvml.NVMLError):
             pynvml.nvmlShutdown()
+
+    def request_probes(self, probes: Iterable[Probe], explain: Iterable[str] = ()) -> None:
+        """From the next snapshot on, also read ``probes`` into each GpuSample's ``extra``, and
+        for each GpuSample attribute in ``explain`` that is None, record why (``unavailable``).
+        """
+        self._asked = _Asked(probes, explain)
 
     # -- static ---------------------------------------------------------------------------
     def _read_static(self, handle: Any) -> _Static:
@@ -258,6 +275,11 @@ class NvmlSource:
             seq = self._seq
         wall, mono = time.time(), time.monotonic()
         gpus = tuple(self._read_gpu(i) for i in range(len(self._handles)))
+        if self._foreign_names:  # forget PIDs no longer listed (a PID number is reused)
+            listed = {p.pid for g in gpus for p in g.processes}
+            self._foreign_names = {
+                pid: name for pid, name in self._foreign_names.items() if pid in listed
+            }
         return Snapshot(
             seq=seq,
             taken_at_wall=wall,
@@ -275,23 +297,29 @@ class NvmlSource:
             "uuid": st.uuid,
             "name": st.name,
             "pci_bus_id": st.pci_bus_id,
+            "minor_number": st.minor_number,  # a lost GPU's users are found by its device file
         }
         handle = self._handles[index]
         if handle is None:
-            return GpuSample(state=GpuState.ERROR, error="no handle from the driver", **identity)
+            return self._unreadable(index, identity)
         try:
             return GpuSample(**identity, **self._read_dynamic(index, handle, st))
         except _Lost:
-            return GpuSample(
-                state=GpuState.LOST, error="GPU is lost (fell off the bus)", **identity
-            )
+            return GpuSample(state=GpuState.LOST, error=LOST_TEXT, **identity)
         except pynvml.NVMLError as exc:
             return GpuSample(state=GpuState.ERROR, error=str(exc), **identity)
+
+    def _unreadable(self, index: int, identity: dict[str, Any]) -> GpuSample:
+        """A GPU the driver gave no handle for: lost before we started, or another failure."""
+        exc = self._handle_errors.get(index)
+        if exc is not None and exc.value == pynvml.NVML_ERROR_GPU_IS_LOST:
+            return GpuSample(state=GpuState.LOST, error=LOST_TEXT, **identity)
+        why = f"no handle from the driver: {exc}" if exc is not None else "no handle"
+        return GpuSample(state=GpuState.ERROR, error=clean(why), **identity)
 
     def _read_dynamic(self, index: int, h: Any, st: _Static) -> dict[str, Any]:
         values: dict[str, Any] = {
             "compute_capability": st.compute_capability,
-            "minor_number": st.minor_number,
             "serial": st.serial,
             "temperature_slowdown_c": st.slowdown_c,
             "temperature_shutdown_c": st.shutdown_c,
@@ -343,6 +371,8 @@ class NvmlSource:
         mig = _read(pynvml.nvmlDeviceGetMigMode, h)
         values["mig_mode"] = bool(mig[0]) if mig else None
         values["processes"] = self._read_processes(index, h)
+        if self._asked is not None:  # only gputop query asks; the dashboard's tick never does
+            values.update(self._asked.read(h, values))
         return values
 
     def _read_memory(self, h: Any) -> dict[str, Any]:
@@ -383,15 +413,17 @@ class NvmlSource:
 
     # -- processes ------------------------------------------------------------------------
     def _read_processes(self, index: int, h: Any) -> tuple[GpuProcess, ...]:
+        # A C+G process (a CUDA context in a graphics app) is in both lists, each entry with
+        # the process's whole memory on this GPU: count it once, as nvidia-smi and nvitop do.
         by_pid: dict[int, tuple[ProcessType, int | None]] = {}
         for kind, ptype in (("Compute", ProcessType.COMPUTE), ("Graphics", ProcessType.GRAPHICS)):
             for pid, used in self._list_processes(kind, h):
-                if pid in by_pid:
-                    prev_used = by_pid[pid][1]
-                    total = (prev_used or 0) + (used or 0) if prev_used or used else None
-                    by_pid[pid] = (ProcessType.MIXED, total)
-                else:
+                seen = by_pid.get(pid)
+                if seen is None:
                     by_pid[pid] = (ptype, used)
+                else:
+                    merged = ptype if seen[0] is ptype else ProcessType.MIXED
+                    by_pid[pid] = (merged, _max_known(seen[1], used))
         utils = self._read_process_utilization(index, h) if by_pid else {}
         return tuple(
             GpuProcess(
@@ -401,9 +433,28 @@ class NvmlSource:
                 used_memory_bytes=used,
                 sm_util_percent=utils.get(pid, (None, None))[0],
                 memory_util_percent=utils.get(pid, (None, None))[1],
+                driver_name=self._foreign_name(pid),
             )
             for pid, (ptype, used) in sorted(by_pid.items())
         )
+
+    def _foreign_name(self, pid: int) -> str | None:
+        """The driver's name for a PID this PID namespace cannot see (a container's, say).
+
+        Only the driver can name it then (nvidia-smi asks it too). Visible PIDs are named from
+        /proc by the process reader, so the driver is not asked; answers are kept while the PID
+        is listed.
+        """
+        if os.path.exists(f"/proc/{pid}"):
+            return None
+        if pid in self._foreign_names:
+            return self._foreign_names[pid]
+        try:
+            name = _text(_read(pynvml.nvmlSystemGetProcessName, pid))
+        except _Lost:
+            name = None
+        self._foreign_names[pid] = name
+        return name
 
     def _list_processes(self, kind: str, h: Any) -> list[tuple[int, int | None]]:
         """(pid, used bytes) pairs, trying the v3, v2 then v1 call: drivers disagree."""
@@ -600,7 +651,156 @@ def _memory_temperature(h: Any) -> int | None:
     return value if 0 < value < 200 else None  # 0 or garbage: no sensor
 
 
+def _max_known(a: int | None, b: int | None) -> int | None:
+    """The larger of two readings, either of which may be unknown."""
+    if a is None or b is None:
+        return a if b is None else b
+    return max(a, b)
+
+
 def _used(value: int | None) -> int | None:
     if value is None or value >= 2**64 - 1:  # NVML_VALUE_NOT_AVAILABLE (e.g. Windows WDDM)
         return None
     return int(value)
+
+
+# -- readings a query asks for (gputop query) ----------------------------------------------------
+# The NVML calls here are named by gputop.probes tables (strings) and made only for the fields
+# a query asked for. Every answer is kept: a value, or why there is none (the driver's error).
+
+_UNAVAILABLE: dict[int, Unavailable] = {
+    pynvml.NVML_ERROR_NOT_SUPPORTED: Unavailable.NOT_SUPPORTED,
+    pynvml.NVML_ERROR_NO_PERMISSION: Unavailable.NO_PERMISSION,
+    pynvml.NVML_ERROR_GPU_IS_LOST: Unavailable.GPU_LOST,
+    pynvml.NVML_ERROR_FUNCTION_NOT_FOUND: Unavailable.NOT_FOUND,
+    getattr(pynvml, "NVML_ERROR_DEPRECATED", 26): Unavailable.DEPRECATED,
+}
+# The member of an NVML field value's union that holds it, by its valueType (nvmlValueType_t).
+_VALUE_MEMBERS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
+# What a missing binding, constant or struct member raises: a pynvml older than the field.
+_MISSING = (AttributeError, TypeError, KeyError, IndexError)
+
+
+def _why(exc: pynvml.NVMLError) -> Unavailable:
+    return _UNAVAILABLE.get(exc.value, Unavailable.UNKNOWN)
+
+
+def _const(arg: str | int) -> Any:
+    """A probe argument: a pynvml constant by name, or the number itself."""
+    return getattr(pynvml, arg) if isinstance(arg, str) else arg
+
+
+class _Asked:
+    """The probes a query asked for, read for one GPU at a time (one driver call per source)."""
+
+    def __init__(self, probes: Iterable[Probe], explain: Iterable[str]) -> None:
+        self._probes = tuple(dict.fromkeys(probes))
+        self._explain = tuple(a for a in dict.fromkeys(explain) if a in TYPED)
+
+    def read(self, h: Any, values: Mapping[str, Any]) -> dict[str, Any]:
+        """GpuSample's ``extra`` and ``unavailable`` for one GPU whose readings are ``values``."""
+        # (key, probe, is an extra): an explained reading is on the sample already
+        keyed = [(p.key, p, True) for p in self._probes]
+        keyed += [(a, TYPED[a], False) for a in self._explain if values.get(a) is None]
+        answers = self._field_values(h, [p for _, p, _ in keyed if p.field is not None])
+        extra: list[tuple[str, Scalar]] = []
+        unavailable: list[tuple[str, Unavailable]] = []
+        for key, probe, is_extra in keyed:
+            if probe.field is None and probe.source not in answers:
+                answers[probe.source] = self._call(h, probe)
+            answer = answers[probe.source if probe.field is None else probe.key]
+            value = answer if isinstance(answer, Unavailable) else _part(answer, probe)
+            if isinstance(value, Unavailable):
+                unavailable.append((key, value))
+            elif is_extra:
+                extra.append((key, value))
+        return {"extra": tuple(extra), "unavailable": tuple(unavailable)}
+
+    @staticmethod
+    def _call(h: Any, probe: Probe) -> Any:
+        """The call's answer, or why there is none."""
+        try:
+            fn = getattr(pynvml, probe.call)
+            if probe.out is not None:
+                out = getattr(pynvml, probe.out)()
+                if probe.version is not None:
+                    out.version = getattr(pynvml, probe.version)
+                fn(h, ctypes.byref(out))
+                return out
+            args = [_const(a) for a in probe.args]
+            return fn(h, *args) if probe.device else fn(*args)
+        except pynvml.NVMLError as exc:
+            return _why(exc)
+        except _MISSING:
+            return Unavailable.NOT_FOUND
+
+    @staticmethod
+    def _field_values(h: Any, probes: list[Probe]) -> dict[Any, Any]:
+        """Every wanted NVML field value in one call: value or Unavailable, by probe key."""
+        wanted: dict[str, Any] = {}
+        out: dict[Any, Any] = {}
+        for p in probes:
+            try:
+                fid = getattr(pynvml, str(p.field))
+                wanted[p.key] = (fid, getattr(pynvml, p.scope)) if p.scope else fid
+            except AttributeError:
+                out[p.key] = Unavailable.NOT_FOUND
+        if not wanted:
+            return out
+        try:
+            results = pynvml.nvmlDeviceGetFieldValues(h, list(wanted.values()))
+        except pynvml.NVMLError as exc:
+            return {**out, **dict.fromkeys(wanted, _why(exc))}
+        for name, v in zip(wanted, results, strict=True):
+            if v.nvmlReturn != pynvml.NVML_SUCCESS:
+                out[name] = _UNAVAILABLE.get(v.nvmlReturn, Unavailable.UNKNOWN)
+            else:
+                out[name] = getattr(v.value, _VALUE_MEMBERS[v.valueType])
+        return out
+
+
+def _part(answer: Any, probe: Probe) -> Scalar | Unavailable:
+    """The probe's value from a call's answer, as a plain int, float or str."""
+    if probe.count:
+        return len(answer)
+    try:
+        if isinstance(probe.part, int):
+            answer = answer[probe.part]
+        elif probe.part is not None:
+            answer = _member(answer, probe.part)
+    except _MISSING:
+        return Unavailable.NOT_FOUND
+    try:
+        return _scalar(answer)
+    except (TypeError, ValueError):  # an answer of a shape this binding did not promise
+        return Unavailable.UNKNOWN
+
+
+def _member(struct: Any, name: str) -> Any:
+    """A struct member; char members raw (pynvml's structs decode them as text, which fails)."""
+    ctype = dict(type(struct)._fields_)[name]
+    if ctype is ctypes.c_char or getattr(ctype, "_type_", None) in (ctypes.c_char, ctypes.c_uint8):
+        where = getattr(type(struct), name)
+        return ctypes.string_at(ctypes.addressof(struct) + where.offset, where.size)
+    return getattr(struct, name)
+
+
+def _scalar(value: Any) -> Scalar:
+    """bytes: one byte as a number, text as text, anything else as 0x-hex (empty when all 0).
+
+    None is a call that succeeded with nothing to return (nvmlDeviceValidateInforom): 1.
+    """
+    if value is None:
+        return 1
+    if isinstance(value, bytes):
+        if len(value) == 1:
+            return value[0]
+        text = value.rstrip(b"\0")
+        if text.isascii() and text.decode().isprintable():
+            return clean(text.decode())
+        return "0x" + value.hex().upper()
+    if isinstance(value, str):
+        return clean(value)
+    if isinstance(value, bool):
+        return int(value)
+    return value if isinstance(value, float) else int(value)

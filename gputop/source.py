@@ -6,14 +6,18 @@ import argparse
 import os
 from typing import Protocol
 
-from gputop.errors import DriverError
+from gputop.errors import DriverMissing
 from gputop.model import Snapshot
 
 DEMO_ENV = "GPUTOP_DEMO"  # set to a scenario name (or "1" for the demo) to use the simulated driver
 
 
 class Source(Protocol):
-    """Anything that can read a complete Snapshot of the box."""
+    """Anything that can read a complete Snapshot of the box.
+
+    A source may also have ``request_probes(probes, explain)`` (NvmlSource has): ``gputop query``
+    calls it to have the driver read the extra fields it shows (see gputop.probes).
+    """
 
     @property
     def simulated(self) -> bool: ...
@@ -35,7 +39,9 @@ def open_source(
 ) -> Source:
     """Open the real driver, or the simulated one when asked (or absent, with ``fallback_to_demo``).
 
-    ``demo`` is a shipped scenario name; ``scenario`` a path to a scenario file.
+    ``demo`` is a shipped scenario name; ``scenario`` a path to a scenario file. The fallback is
+    only for a machine without the NVIDIA library: a driver that is there but fails (version
+    mismatch, module not loaded, no permission) raises like any other.
     Raises DriverError with a one-line message when the driver cannot be used.
     """
     from gputop import nvml, sim  # local: keep `import gputop.source` free of pynvml
@@ -49,7 +55,7 @@ def open_source(
         return nvml.NvmlSource(environ=env, simulated=True)
     try:
         return nvml.NvmlSource(environ=env)
-    except DriverError:
+    except DriverMissing:
         if not fallback_to_demo:
             raise
     sim.install(sim.load_scenario("demo"), actors=True)

@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from gputop.model import THROTTLE_REASON_BITS
 from gputop.sim.actors import Cast
 from gputop.sim.clock import Clock, ElapsedClock
 from gputop.sim.scenario import MiB, Scenario, SimGpu, SimProcess, Wave
@@ -89,6 +90,8 @@ class _Fn:
             return ERROR_GPU_IS_LOST
         if name in gpu.unsupported:
             return ERROR_NOT_SUPPORTED
+        if gpu.call_errors and name in gpu.call_errors:
+            return gpu.call_errors[name]
         try:
             return self._impl(gpu, *args[1:])
         except _Unsupported:
@@ -212,7 +215,7 @@ class SimLibrary:
             present = [
                 p
                 for p in gpu.processes
-                if p.type == kind and p.start_s <= t and (p.end_s is None or t < p.end_s)
+                if kind in p.kinds and p.start_s <= t and (p.end_s is None or t < p.end_s)
             ]
         if self.cast is None:  # no real actors: nothing else ends a context
             return present
@@ -285,6 +288,9 @@ class SimLibrary:
         i = _target(index).value
         if not 0 <= i < len(self.scenario.gpus):
             return ERROR_INVALID_ARGUMENT
+        lost_after_s = self.scenario.gpus[i].lost_after_s
+        if lost_after_s is not None and self.clock.now() >= lost_after_s:
+            return ERROR_GPU_IS_LOST  # lost before this lookup: no handle at all
         pointer = _target(out)
         slot = ctypes.cast(ctypes.addressof(pointer), ctypes.POINTER(ctypes.c_void_p))
         slot[0] = ctypes.addressof(self._handle_bufs[i])
@@ -306,6 +312,8 @@ class SimLibrary:
         domain, bus, rest = gpu.pci_bus_id.split(":")
         info.domain, info.bus, info.device = int(domain, 16), int(bus, 16), int(rest[:2], 16)
         info.pciDeviceId = 0x20B010DE
+        if gpu.readings.get("pci_sub_device_id") is not None:
+            info.pciSubSystemId = self._int(gpu, "pci_sub_device_id")
         return SUCCESS
 
     def _nvmlDeviceGetSerial(self, gpu: SimGpu, buf: Any, size: Any) -> int:
@@ -333,11 +341,14 @@ class SimLibrary:
         owner = self.cast.pids.get(gpu.extra_used_by or "") if self.cast else None
         used = self._int(gpu, "extra_used_mib") * MiB if self._actor_alive(owner) else 0
         t, seed = self.clock.now(), self._seed(gpu)
-        for kind in ("compute", "graphics"):
-            used += sum(
-                round(p.used_memory_mib.at(t, seed)) * MiB for p in self.processes(gpu, kind)
-            )
+        for p in self._present(gpu):
+            used += round(p.used_memory_mib.at(t, seed)) * MiB
         return total, reserved, min(used, total - reserved)
+
+    def _present(self, gpu: SimGpu) -> list[SimProcess]:
+        """Each process with a context on the GPU once, though a C+G one is in both lists."""
+        compute = self.processes(gpu, "compute")
+        return compute + [p for p in self.processes(gpu, "graphics") if "compute" not in p.kinds]
 
     def _nvmlDeviceGetMemoryInfo(self, gpu: SimGpu, out: Any) -> int:
         total, reserved, used = self._memory(gpu)
@@ -389,13 +400,37 @@ class SimLibrary:
     def _nvmlDeviceGetFieldValues(self, gpu: SimGpu, count: Any, values: Any) -> int:
         for i in range(_target(count).value):
             slot = _target(values)[i]
-            wave = gpu.readings.get("memory_temperature_c")
-            if slot.fieldId == 82 and wave is not None:  # NVML_FI_DEV_MEMORY_TEMP
-                slot.valueType, slot.nvmlReturn = 1, SUCCESS
-                slot.value.uiVal = round(self._wave(wave, gpu))
-            else:
+            try:  # a scope (a module's power, say) is what this simulator has none of
+                value = None if slot.scopeId else self._field_value(gpu, slot.fieldId)
+            except _Unsupported:
+                value = None
+            if value is None:
                 slot.nvmlReturn = ERROR_NOT_SUPPORTED
+            else:  # every simulated field value is an unsigned long long (valueType 3)
+                slot.valueType, slot.nvmlReturn = 3, SUCCESS
+                slot.value.ullVal = value
         return SUCCESS
+
+    # NVML field id -> (reading, scale): NVML_FI_DEV_MEMORY_TEMP, _POWER_AVERAGE, _POWER_INSTANT
+    # (milliwatts) and _GET_GPU_RECOVERY_ACTION.
+    _FIELDS = {
+        82: ("memory_temperature_c", 1),
+        185: ("power_average_w", 1000),
+        186: ("power_instant_w", 1000),
+        230: ("recovery_action", 1),
+    }
+    # NVML_FI_DEV_CLOCKS_EVENT_REASON_* counters (microseconds) -> the reason's bit
+    _REASON_COUNTERS = {74: 0x4, 76: 0x10, 269: 0x20, 270: 0x40, 271: 0x80}
+
+    def _field_value(self, gpu: SimGpu, field_id: int) -> int | None:
+        if field_id in self._FIELDS:
+            key, scale = self._FIELDS[field_id]
+            return round(self._value(gpu, key) * scale)
+        bit = self._REASON_COUNTERS.get(field_id)
+        if bit is None:
+            return None
+        # A reason active all along has held the clocks for the whole scenario so far.
+        return round(self.clock.now() * 1_000_000) if gpu.throttle_reasons & bit else 0
 
     def _nvmlDeviceGetTemperatureThreshold(self, gpu: SimGpu, which: Any, out: Any) -> int:
         key = {0: "shutdown_c", 1: "slowdown_c"}.get(_target(which).value)
@@ -428,7 +463,12 @@ class SimLibrary:
         return SUCCESS
 
     # -- clocks and performance -----------------------------------------------------------
-    _CLOCKS = {0: "clock_graphics_mhz", 1: "clock_sm_mhz", 2: "clock_memory_mhz"}
+    _CLOCKS = {
+        0: "clock_graphics_mhz",
+        1: "clock_sm_mhz",
+        2: "clock_memory_mhz",
+        3: "clock_video_mhz",
+    }
 
     def _nvmlDeviceGetClockInfo(self, gpu: SimGpu, kind: Any, out: Any) -> int:
         key = self._CLOCKS.get(_target(kind).value)
@@ -480,8 +520,9 @@ class SimLibrary:
 
     # -- health and modes -----------------------------------------------------------------
     def _nvmlDeviceGetTotalEccErrors(self, gpu: SimGpu, kind: Any, counter: Any, out: Any) -> int:
-        uncorrected_volatile = _target(kind).value == 1 and _target(counter).value == 0
-        _put(out, self._int(gpu, "ecc_uncorrected") if uncorrected_volatile else 0)
+        # Uncorrected errors since the driver loaded count in the lifetime (aggregate) total too.
+        uncorrected = _target(kind).value == 1
+        _put(out, self._int(gpu, "ecc_uncorrected") if uncorrected else 0)
         return SUCCESS
 
     def _nvmlDeviceGetComputeMode(self, gpu: SimGpu, out: Any) -> int:
@@ -500,6 +541,183 @@ class SimLibrary:
         _put(current, int(gpu.mig))
         _put(pending, int(gpu.mig))
         return SUCCESS
+
+    # -- read only by `gputop query` (its extra fields) -------------------------------------
+    def _nvmlDeviceGetPowerManagementLimit(self, gpu: SimGpu, out: Any) -> int:
+        _put(out, round(self._value(gpu, "power_limit_w") * 1000))
+        return SUCCESS
+
+    def _nvmlDeviceGetPowerManagementDefaultLimit(self, gpu: SimGpu, out: Any) -> int:
+        _put(out, round(self._value(gpu, "power_default_limit_w") * 1000))
+        return SUCCESS
+
+    def _nvmlDeviceGetPowerManagementLimitConstraints(
+        self, gpu: SimGpu, low: Any, high: Any
+    ) -> int:
+        _put(low, round(self._value(gpu, "power_min_limit_w") * 1000))
+        _put(high, round(self._value(gpu, "power_max_limit_w") * 1000))
+        return SUCCESS
+
+    def _nvmlDeviceGetPowerManagementMode(self, gpu: SimGpu, out: Any) -> int:
+        _put(out, self._int(gpu, "power_management"))
+        return SUCCESS
+
+    # applications clocks, by NVML clock type: graphics (0) and memory (2)
+    _APP_CLOCKS = {0: "clock_app_graphics_mhz", 2: "clock_app_memory_mhz"}
+
+    def _nvmlDeviceGetApplicationsClock(self, gpu: SimGpu, kind: Any, out: Any) -> int:
+        key = self._APP_CLOCKS.get(_target(kind).value)
+        if key is None:
+            raise _Unsupported
+        _put(out, self._int(gpu, key))
+        return SUCCESS
+
+    def _nvmlDeviceGetDefaultApplicationsClock(self, gpu: SimGpu, kind: Any, out: Any) -> int:
+        key = self._APP_CLOCKS.get(_target(kind).value)
+        if key is None:
+            raise _Unsupported
+        _put(out, self._int(gpu, key.replace("_app_", "_default_app_")))
+        return SUCCESS
+
+    def _nvmlDeviceGetEccMode(self, gpu: SimGpu, current: Any, pending: Any) -> int:
+        _put(current, self._int(gpu, "ecc_mode"))
+        _put(pending, self._int(gpu, "ecc_mode_pending"))
+        return SUCCESS
+
+    # NVML memory locations with a counter here: device memory / DRAM (2, one location) has the
+    # total's uncorrected volatile count; SRAM (7) has none. The rest: NOT_SUPPORTED (Hopper).
+    def _nvmlDeviceGetMemoryErrorCounter(
+        self, gpu: SimGpu, kind: Any, counter: Any, location: Any, out: Any
+    ) -> int:
+        where = _target(location).value
+        if where not in (2, 7):
+            raise _Unsupported
+        counted = where == 2 and _target(kind).value == 1
+        _put(out, self._int(gpu, "ecc_uncorrected") if counted else 0)
+        return SUCCESS
+
+    def _text(self, gpu: SimGpu, key: str, buf: Any) -> int:
+        value = gpu.texts.get(key)
+        if value is None:
+            raise _Unsupported
+        buf.value = value.encode()
+        return SUCCESS
+
+    def _nvmlDeviceGetVbiosVersion(self, gpu: SimGpu, buf: Any, size: Any) -> int:
+        return self._text(gpu, "vbios_version", buf)
+
+    def _nvmlDeviceGetInforomImageVersion(self, gpu: SimGpu, buf: Any, size: Any) -> int:
+        return self._text(gpu, "inforom_image", buf)
+
+    _INFOROM = {0: "inforom_oem", 1: "inforom_ecc", 2: "inforom_power"}
+
+    def _nvmlDeviceGetInforomVersion(self, gpu: SimGpu, which: Any, buf: Any, size: Any) -> int:
+        key = self._INFOROM.get(_target(which).value)
+        if key is None:
+            raise _Unsupported
+        return self._text(gpu, key, buf)
+
+    def _nvmlDeviceValidateInforom(self, gpu: SimGpu) -> int:
+        if gpu.texts.get("inforom_image") is None:
+            raise _Unsupported
+        return SUCCESS
+
+    def _nvmlDeviceGetMarginTemperature(self, gpu: SimGpu, out: Any) -> int:
+        # The margin (T.Limit) is how far the GPU is below its slowdown temperature.
+        margin = self._int(gpu, "slowdown_c") - self._int(gpu, "temperature_c")
+        _set(_target(out), "marginTemperature", margin)
+        return SUCCESS
+
+    def _flag(self, gpu: SimGpu, key: str, out: Any) -> int:
+        _put(out, self._int(gpu, key))
+        return SUCCESS
+
+    def _nvmlDeviceGetDisplayMode(self, gpu: SimGpu, out: Any) -> int:
+        return self._flag(gpu, "display_attached", out)
+
+    def _nvmlDeviceGetDisplayActive(self, gpu: SimGpu, out: Any) -> int:
+        return self._flag(gpu, "display_active", out)
+
+    def _nvmlDeviceGetAccountingMode(self, gpu: SimGpu, out: Any) -> int:
+        return self._flag(gpu, "accounting_mode", out)
+
+    def _nvmlDeviceGetAccountingBufferSize(self, gpu: SimGpu, out: Any) -> int:
+        return self._flag(gpu, "accounting_buffer_size", out)
+
+    def _nvmlDeviceGetRetiredPagesPendingStatus(self, gpu: SimGpu, out: Any) -> int:
+        return self._flag(gpu, "retired_pages_pending", out)
+
+    def _nvmlDeviceGetGpuOperationMode(self, gpu: SimGpu, current: Any, pending: Any) -> int:
+        _put(current, self._int(gpu, "gom"))
+        _put(pending, self._int(gpu, "gom"))
+        return SUCCESS
+
+    def _nvmlDeviceGetJpgUtilization(self, gpu: SimGpu, util: Any, period: Any) -> int:
+        _put(util, self._int(gpu, "jpeg"))
+        _put(period, 167000)
+        return SUCCESS
+
+    def _nvmlDeviceGetOfaUtilization(self, gpu: SimGpu, util: Any, period: Any) -> int:
+        _put(util, self._int(gpu, "ofa"))
+        _put(period, 167000)
+        return SUCCESS
+
+    def _nvmlDeviceGetEncoderStats(self, gpu: SimGpu, sessions: Any, fps: Any, latency: Any) -> int:
+        count = self._int(gpu, "encoder_sessions")
+        _put(sessions, count)
+        _put(fps, 30 * bool(count))
+        _put(latency, 2000 * bool(count))
+        return SUCCESS
+
+    def _nvmlDeviceGetRetiredPages(self, gpu: SimGpu, cause: Any, count: Any, pages: Any) -> int:
+        key = ("retired_pages_sbe", "retired_pages_dbe")[_target(cause).value]
+        retired, n = self._int(gpu, key), _target(count)
+        if pages is None or n.value < retired:
+            n.value = retired
+            return ERROR_INSUFFICIENT_SIZE if retired else SUCCESS
+        for i in range(retired):
+            pages[i] = 0x1000 * (i + 1)
+        n.value = retired
+        return SUCCESS
+
+    def _nvmlDeviceGetRemappedRows(
+        self, gpu: SimGpu, corrected: Any, uncorrected: Any, pending: Any, failed: Any
+    ) -> int:
+        _put(corrected, self._int(gpu, "remapped_rows_correctable"))
+        _put(uncorrected, self._int(gpu, "remapped_rows_uncorrectable"))
+        _put(pending, self._int(gpu, "remapped_rows_pending"))
+        _put(failed, self._int(gpu, "remapped_rows_failure"))
+        return SUCCESS
+
+    def _nvmlDeviceGetRowRemapperHistogram(self, gpu: SimGpu, out: Any) -> int:
+        hist = _target(out)
+        hist.max = self._int(gpu, "remap_banks")
+        hist.high = hist.partial = hist.low = hist.none = 0
+        return SUCCESS
+
+    def _nvmlDeviceGetPciInfoExt(self, gpu: SimGpu, out: Any) -> int:
+        info = _target(out)
+        domain, bus, rest = gpu.pci_bus_id.split(":")
+        info.domain, info.bus, info.device = int(domain, 16), int(bus, 16), int(rest[:2], 16)
+        info.pciDeviceId = 0x20B010DE
+        info.pciSubSystemId = self._int(gpu, "pci_sub_device_id")
+        info.baseClass, info.subClass = 0x3, 0x2  # a display controller: 3D
+        info.busId = gpu.pci_bus_id.encode()
+        return SUCCESS
+
+    def _nvmlDeviceGetGpuMaxPcieLinkGeneration(self, gpu: SimGpu, out: Any) -> int:
+        _put(out, self._int(gpu, "pcie_gen_max"))
+        return SUCCESS
+
+    def _nvmlDeviceGetSupportedClocksEventReasons(self, gpu: SimGpu, out: Any) -> int:
+        _put(out, sum(THROTTLE_REASON_BITS.values()))
+        return SUCCESS
+
+    _nvmlDeviceGetSupportedClocksThrottleReasons = _nvmlDeviceGetSupportedClocksEventReasons
+
+    def _not_supported(self, *args: Any) -> int:
+        """What a driver answers for a feature this box lacks (vGPU, fabric, Windows ...)."""
+        return ERROR_NOT_SUPPORTED
 
     # -- processes ------------------------------------------------------------------------
     def _list_processes(self, gpu: SimGpu, kind: str, count: Any, array: Any) -> int:
@@ -532,12 +750,7 @@ class SimLibrary:
     def _nvmlDeviceGetProcessUtilization(
         self, gpu: SimGpu, array: Any, count: Any, since: Any
     ) -> int:
-        procs = [
-            p
-            for kind in ("compute", "graphics")
-            for p in self.processes(gpu, kind)
-            if p.sm_util is not None
-        ]
+        procs = [p for p in self._present(gpu) if p.sm_util is not None]
         if not procs:
             return ERROR_NOT_FOUND
         n = _target(count)
@@ -565,7 +778,7 @@ def _processes_by_kind(
     """Per kind: the GPU's processes, and the span of time [from, until) when all are present."""
     out = {}
     for kind in ("compute", "graphics"):
-        procs = tuple(p for p in gpu.processes if p.type == kind)
+        procs = tuple(p for p in gpu.processes if kind in p.kinds)
         since = max((p.start_s for p in procs), default=-math.inf)
         until = min((p.end_s for p in procs if p.end_s is not None), default=math.inf)
         out[kind] = (procs, since, until)
@@ -574,3 +787,22 @@ def _processes_by_kind(
 
 class _Unsupported(Exception):
     """Raised inside a call whose reading the scenario marks unsupported."""
+
+
+# Calls a Linux driver of this generation has but that answer NOT_SUPPORTED on a bare-metal box
+# without the feature. Calls newer than the simulated driver (the hostname, addressing and DRAM
+# encryption modes ...) are absent: pynvml says NVML_ERROR_FUNCTION_NOT_FOUND.
+_NOT_SUPPORTED_CALLS = (
+    "nvmlGetVgpuDriverCapabilities",
+    "nvmlDeviceGetVgpuCapabilities",
+    "nvmlDeviceGetDriverModel_v2",
+    "nvmlDeviceGetSramEccErrorStatus",
+    "nvmlDeviceGetRemappedRows_v2",
+    "nvmlDeviceGetGspFirmwareMode",
+    "nvmlDeviceGetC2cModeInfoV",
+    "nvmlDeviceGetConfComputeProtectedMemoryUsage",
+    "nvmlDeviceGetGpuFabricInfoV",
+    "nvmlDeviceGetPlatformInfo",
+)
+for _name in _NOT_SUPPORTED_CALLS:
+    setattr(SimLibrary, "_" + _name, SimLibrary._not_supported)

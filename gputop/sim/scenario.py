@@ -89,7 +89,7 @@ class SimProcess:
     """A process context on a simulated GPU."""
 
     pid: int
-    type: str = "compute"  # compute | graphics
+    type: str = "compute"  # compute | graphics | compute+graphics (listed in both lists)
     used_memory_mib: Wave = field(default_factory=lambda: Wave(base=1024))
     sm_util: Wave | None = None
     mem_util: Wave | None = None
@@ -97,6 +97,11 @@ class SimProcess:
     actor: str | None = None  # with --demo, the PID of this real actor process replaces pid
     start_s: float = 0.0  # appears at this scenario time
     end_s: float | None = None  # disappears at this scenario time
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The driver's lists this process is in: a C+G context is in both."""
+        return ("compute", "graphics") if self.type == "compute+graphics" else (self.type,)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -120,6 +125,8 @@ class SimGpu:
     lost_after_s: float | None = None
     slow_calls: dict[str, float] = field(default_factory=dict)  # NVML function -> delay seconds
     unsupported: frozenset[str] = frozenset()  # NVML function names answering NOT_SUPPORTED
+    call_errors: dict[str, int] = field(default_factory=dict)  # NVML function -> its error code
+    texts: dict[str, str | None] = field(default_factory=dict)  # DEFAULT_TEXTS; None: unsupported
 
 
 # Readings every GPU has, with defaults; names map to NVML calls in library.py.
@@ -153,6 +160,61 @@ DEFAULT_READINGS: dict[str, Any] = {
     "pcie_rx_kbps": 0,
     "pcie_tx_kbps": 0,
     "ecc_uncorrected": 0,
+    # Read only by `gputop query` (its extra fields).
+    "power_min_limit_w": 100,
+    "power_management": 1,  # 1: Enabled
+    "clock_video_mhz": 1275,
+    "clock_video_max_mhz": 1950,
+    "ecc_mode": 1,  # 1: Enabled
+    "display_attached": 0,
+    "display_active": 0,
+    "accounting_mode": 0,
+    "accounting_buffer_size": 4000,
+    "gom": "unsupported",  # GPU operation mode: 0 All On, 1 Compute, 2 Low Double Precision
+    "jpeg": 0,
+    "ofa": 0,
+    "encoder_sessions": 0,
+    "retired_pages_sbe": 0,
+    "retired_pages_dbe": 0,
+    "retired_pages_pending": 0,
+    "remapped_rows_correctable": 0,
+    "remapped_rows_uncorrectable": 0,
+    "remapped_rows_pending": 0,
+    "remapped_rows_failure": 0,
+    "remap_banks": 640,  # banks with full remap availability (the histogram's "max")
+    "pci_sub_device_id": 0x134F10DE,
+    "recovery_action": 0,  # 0: None
+}
+
+# Readings whose default is another reading's value on the same GPU (a limit, a mode).
+DERIVED_READINGS: dict[str, str] = {
+    "power_default_limit_w": "power_limit_w",
+    "power_max_limit_w": "power_limit_w",
+    "power_average_w": "power_w",
+    "power_instant_w": "power_w",
+    "clock_app_graphics_mhz": "clock_graphics_max_mhz",
+    "clock_app_memory_mhz": "clock_memory_max_mhz",
+    "clock_default_app_graphics_mhz": "clock_graphics_max_mhz",
+    "clock_default_app_memory_mhz": "clock_memory_max_mhz",
+    "ecc_mode_pending": "ecc_mode",
+}
+
+# Text facts every GPU has ("unsupported": the call answers NOT_SUPPORTED).
+DEFAULT_TEXTS: dict[str, str] = {
+    "vbios_version": "92.00.45.00.06",
+    "inforom_image": "G506.0200.00.04",
+    "inforom_oem": "2.0",
+    "inforom_ecc": "6.16",
+    "inforom_power": "unsupported",
+}
+
+# The errors call_errors may name, as NVML's codes.
+CALL_ERRORS = {
+    "not_supported": 3,
+    "no_permission": 4,
+    "gpu_is_lost": 15,
+    "deprecated": 26,
+    "unknown": 999,
 }
 
 
@@ -175,8 +237,11 @@ GPU_KEYS = {
     "lost_after_s",
     "slow_calls",
     "unsupported",
+    "call_errors",
     "count",
     *DEFAULT_READINGS,
+    *DERIVED_READINGS,
+    *DEFAULT_TEXTS,
 }
 
 
@@ -233,6 +298,9 @@ def _gpu_from_dict(spec: dict[str, Any], index: int, seed: int) -> SimGpu:
         raw = spec.get(key, default)
         # The string "unsupported" makes that reading answer NOT_SUPPORTED.
         readings[key] = None if raw == "unsupported" else _reading(raw, f"{where}: {key}")
+    for key, like in DERIVED_READINGS.items():
+        raw = spec.get(key, spec.get(like, DEFAULT_READINGS[like]))
+        readings[key] = None if raw == "unsupported" else _reading(raw, f"{where}: {key}")
     reasons = 0
     for reason in spec.get("throttle_reasons", []):
         if reason not in THROTTLE_REASON_BITS:
@@ -267,7 +335,20 @@ def _gpu_from_dict(spec: dict[str, Any], index: int, seed: int) -> SimGpu:
         lost_after_s=spec.get("lost_after_s"),
         slow_calls={str(k): float(v) for k, v in spec.get("slow_calls", {}).items()},
         unsupported=frozenset(spec.get("unsupported", [])),
+        call_errors=_call_errors(spec.get("call_errors", {}), where),
+        texts={
+            k: None if (v := spec.get(k, d)) == "unsupported" else str(v)
+            for k, d in DEFAULT_TEXTS.items()
+        },
     )
+
+
+def _call_errors(raw: dict[str, str], where: str) -> dict[str, int]:
+    """``{nvmlDeviceGetX = "no_permission"}``: the NVML error code each named call answers."""
+    unknown = {str(v) for v in raw.values()} - set(CALL_ERRORS)
+    if unknown:
+        raise UsageError(f"scenario: {where}: call_errors: unknown errors {sorted(unknown)}")
+    return {str(name): CALL_ERRORS[str(error)] for name, error in raw.items()}
 
 
 def _flag(raw: Any) -> bool | None:
@@ -285,8 +366,8 @@ def _process_from_dict(spec: dict[str, Any], where: str) -> SimProcess:
             f"scenario: {where}: needs a pid (a stand-in one too when it names an actor)"
         )
     kind = spec.get("type", "compute")
-    if kind not in ("compute", "graphics"):
-        raise UsageError(f"scenario: {where}: type must be compute or graphics")
+    if kind not in ("compute", "graphics", "compute+graphics"):
+        raise UsageError(f"scenario: {where}: type must be compute, graphics or compute+graphics")
     return SimProcess(
         pid=int(spec["pid"]),
         type=kind,

@@ -18,12 +18,12 @@ from typing import IO
 
 from gputop.argtypes import INTERVAL_BOUNDS_HELP, interval_seconds
 from gputop.errors import UsageError
+from gputop.format import whole_mib
 from gputop.model import GpuSample, GpuState
 from gputop.source import source_from_args
 from gputop.views.query import positive_int, select_gpus
 from gputop.views.schedule import run_on_schedule
 
-MiB = 1024**2
 DEFAULT_GROUPS = "puc"
 GROUP_ORDER = "pucvmet"
 NON_TTY_PAGE_ROWS = 20  # header repeat when the output is not a terminal
@@ -45,6 +45,10 @@ class Column:
 
 def _round(value: float | None, scale: float = 1.0) -> int | None:
     return None if value is None else round(value / scale)
+
+
+def _mib(value_bytes: int | None) -> int | None:
+    return None if value_bytes is None else whole_mib(value_bytes)
 
 
 def _flag(reasons: tuple[str, ...] | None, wanted: frozenset[str], on: int) -> int | None:
@@ -76,8 +80,8 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
         Column("tviol", "bool", 5, lambda g: _flag(g.throttle_reasons, _THERMAL_REASONS, 1)),
     ),
     "m": (
-        Column("fb", "MB", 5, lambda g: _round(g.memory_used_bytes, MiB)),
-        Column("bar1", "MB", 5, lambda g: _round(g.bar1_used_bytes, MiB)),
+        Column("fb", "MB", 5, lambda g: _mib(g.memory_used_bytes)),
+        Column("bar1", "MB", 5, lambda g: _mib(g.bar1_used_bytes)),
     ),
     "e": (
         Column("sbecc", "errs", 5, lambda g: None),  # corrected errors are not read

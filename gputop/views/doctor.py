@@ -11,13 +11,12 @@ import os
 import sys
 from dataclasses import dataclass
 
+from gputop import format as fmt
 from gputop import glyphs
 from gputop.enrich import attributed_memory_bytes, enrich, unattributed_tolerance_bytes
 from gputop.errors import UsageError
 from gputop.holders import HolderScan, scan_holders
 from gputop.model import GpuSample, GpuState, ProcessRow, ProcState, Snapshot
-
-MiB = 1024**2
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -64,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _mib(value: int | None) -> str:
-    return "N/A" if value is None else f"{value / MiB:,.0f} MiB"
+    return "N/A" if value is None else f"{fmt.whole_mib(value):,} MiB"
 
 
 def _is_forked_worker(row: ProcessRow, active_pids: set[int]) -> bool:
@@ -139,11 +138,16 @@ def diagnose(snapshot: Snapshot, holders: HolderScan | None = None) -> Diagnosis
     out.extend(
         _section("Workers forked from active GPU processes (released when they exit)", workers)
     )
+    on_lost = [r for r in snapshot.processes if r.state is ProcState.ON_LOST_GPU]
+    out.extend(_section("On a lost GPU (not counted as stuck: reboot to recover the GPU)", on_lost))
     hidden = [r for r in snapshot.processes if ProcState.NAMESPACE in r.states]
     if hidden:
         out.append("")
         out.append(f"{len(hidden)} process(es) listed by the driver are not visible here")
-        out.append(f"  ({hidden[0].info.note}): PIDs " + ", ".join(str(r.pid) for r in hidden))
+        out.append(
+            f"  ({hidden[0].info.note}): "
+            + ", ".join(f"{r.pid} ({r.info.name})" if r.info.name else str(r.pid) for r in hidden)
+        )
     out.append("")
     out.append(_verdict(len(stuck), len(unattributed)))
     return Diagnosis(

@@ -141,7 +141,8 @@ def _proc_token(proc: _Proc, options: OnceOptions) -> _Line:
             token.append(_Seg(proc.name or "?", "34"))
         if options.show_pid:
             token += [_Seg("/"), _Seg(str(proc.pid), "90")]
-    memory = "N/A" if proc.used_memory_bytes is None else f"{proc.used_memory_bytes // fmt.MiB}M"
+    used = proc.used_memory_bytes
+    memory = "N/A" if used is None else f"{fmt.whole_mib(used)}M"
     token += [_Seg("("), _Seg(memory, "33"), _Seg(")")]
     if proc.state is not ProcState.ACTIVE:
         token.append(_Seg(f"[{proc.state.value}]", "1;31"))
@@ -218,7 +219,7 @@ def _tokens(gpu: GpuSample, snapshot: Snapshot, options: OnceOptions) -> list[_L
     tokens = [_proc_token(p, options) for p in _procs_for(gpu, snapshot)]
     unattributed = dict(snapshot.unattributed_memory_bytes).get(gpu.index)
     if unattributed:
-        tokens.append([_Seg(f"(+{unattributed // fmt.MiB}M unattributed)", "1;33")])
+        tokens.append([_Seg(f"(+{fmt.whole_mib(unattributed)}M unattributed)", "1;33")])
     return tokens
 
 

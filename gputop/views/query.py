@@ -31,6 +31,7 @@ from gputop.views.query_fields import (
     help_text,
     parse_app_fields,
     parse_gpu_fields,
+    wanted_readings,
 )
 from gputop.views.schedule import run_on_schedule
 
@@ -161,14 +162,18 @@ def process_name(pid: int) -> str | None:
 def app_rows(
     snapshot: Snapshot, indices: Sequence[int], names: Callable[[int], str | None]
 ) -> list[AppRow]:
-    """One row per compute context on the chosen GPUs (graphics-only contexts are left out)."""
+    """One row per compute context on the chosen GPUs (graphics-only contexts are left out).
+
+    A PID this namespace cannot see is named by the driver (nvmlSystemGetProcessName), as
+    nvidia-smi names it.
+    """
     rows: list[AppRow] = []
     for index in indices:
         gpu = snapshot.gpu(index)
         if gpu is None:
             continue
         rows.extend(
-            AppRow(process=p, gpu=gpu, process_name=names(p.pid))
+            AppRow(process=p, gpu=gpu, process_name=names(p.pid) or p.driver_name)
             for p in gpu.processes
             if p.type is not ProcessType.GRAPHICS
         )
@@ -273,9 +278,23 @@ def run(args: argparse.Namespace) -> int:
     header, lines_of = _lines_for(args, fmt)
     source = source_from_args(args)
     try:
+        if args.query_gpu:
+            ask_driver(source, parse_gpu_fields(args.query_gpu))
         return _log(source, args, fmt, header, lines_of)
     finally:
         source.close()
+
+
+def ask_driver(source: Source, fields: Sequence[Field]) -> None:
+    """Ask the source for the extra readings these fields need, before its first snapshot.
+
+    Only the fields asked for are read, and only here: the dashboard's snapshots never carry
+    them. A source without extra readings (a test's fake) is left as it is.
+    """
+    request = getattr(source, "request_probes", None)
+    if request is not None:
+        probes, explain = wanted_readings(fields)
+        request(probes, explain)
 
 
 def _log(

@@ -6,8 +6,11 @@ import ctypes.util
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+from tests.pty_terminal import START_TIMEOUT_S, clean_env, on_terminal
 
 MESSAGE = "gputop: NVIDIA driver not found (libnvidia-ml.so.1). Try: gputop --demo"
 
@@ -64,3 +67,59 @@ def test_unknown_demo_scenario_is_one_line() -> None:
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1
     assert "no scenario 'nope'" in result.stderr
+
+
+# The NVIDIA library is there but NVML will not start: pynvml.nvmlInit answers this error.
+FAILING_INIT = """
+import pynvml
+
+def failing_init(*args, **kwargs):
+    raise pynvml.NVMLError(pynvml.{error})
+
+pynvml.nvmlInit = failing_init
+"""
+
+
+@pytest.mark.parametrize(
+    ("error", "message"),
+    [
+        ("NVML_ERROR_DRIVER_NOT_LOADED", "the NVIDIA kernel driver is not loaded"),
+        ("NVML_ERROR_LIB_RM_VERSION_MISMATCH", "NVIDIA driver/library version mismatch"),
+        ("NVML_ERROR_NO_PERMISSION", "no permission to use the NVIDIA driver"),
+    ],
+)
+def test_dashboard_shows_a_broken_driver_not_the_demo(
+    error: str, message: str, tmp_path: Path
+) -> None:
+    (tmp_path / "sitecustomize.py").write_text(FAILING_INIT.format(error=error))
+    env = clean_env()
+    env["PYTHONPATH"] = f"{tmp_path}{os.pathsep}{env['PYTHONPATH']}"
+    with on_terminal(env=env) as term:
+        code = term.read_to_end(timeout_s=START_TIMEOUT_S)
+    text = term.output.decode("utf-8", "replace")
+    assert code == 2, text
+    assert f"gputop: {message}" in text
+    assert "DEMO" not in text
+    assert text.strip().count("\n") == 0  # one line
+
+
+def test_dashboard_falls_back_to_the_demo_only_without_the_library() -> None:
+    from gputop import nvml, sim, source
+    from gputop.errors import DriverError, DriverMissing
+
+    def opener(error: DriverError) -> object:
+        def fail(**kwargs: object) -> object:
+            if not kwargs.get("simulated"):
+                raise error
+            return "demo"
+
+        return fail
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sim, "install", lambda *a, **k: None)
+        mp.setattr(sim, "load_scenario", lambda name: name)
+        mp.setattr(nvml, "NvmlSource", opener(DriverMissing("no library")))
+        assert source.open_source(fallback_to_demo=True, environ={}) == "demo"
+        mp.setattr(nvml, "NvmlSource", opener(DriverError("version mismatch")))
+        with pytest.raises(DriverError, match="version mismatch"):
+            source.open_source(fallback_to_demo=True, environ={})

@@ -29,6 +29,8 @@ IDENTITY = {
     "pci_bus_id",
     "minor_number",
     "processes",
+    "extra",  # a query's extra readings and why some are missing: empty unless one asks
+    "unavailable",
 }
 
 
@@ -152,7 +154,17 @@ def test_every_process_info_struct_version(sim_source: Any, api: str) -> None:
     assert lib.calls[wanted] >= 1
 
 
-def test_process_in_both_lists_is_mixed(sim_source: Any) -> None:
+def test_process_in_both_lists_is_mixed_and_counted_once(sim_source: Any) -> None:
+    # Each list's entry carries the process's whole memory on the GPU (as the driver's do).
+    procs = [{"pid": 7, "used_memory_mib": 6100, "type": "compute+graphics"}]
+    source, lib = sim_source(one_gpu(processes=procs))
+    (proc,) = source.snapshot().gpus[0].processes
+    assert proc.type is ProcessType.MIXED
+    assert proc.used_memory_bytes == 6100 * MiB
+    assert lib.calls["nvmlDeviceGetGraphicsRunningProcesses_v3"] >= 1
+
+
+def test_entries_that_disagree_take_the_larger_not_the_sum(sim_source: Any) -> None:
     procs = [
         {"pid": 7, "used_memory_mib": 100},
         {"pid": 7, "used_memory_mib": 50, "type": "graphics"},
@@ -160,7 +172,7 @@ def test_process_in_both_lists_is_mixed(sim_source: Any) -> None:
     source, _ = sim_source(one_gpu(processes=procs))
     (proc,) = source.snapshot().gpus[0].processes
     assert proc.type is ProcessType.MIXED
-    assert proc.used_memory_bytes == 150 * MiB
+    assert proc.used_memory_bytes == 100 * MiB
 
 
 def test_real_pid_appears_as_gpu_user(sim_source: Any) -> None:

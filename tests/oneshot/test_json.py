@@ -66,6 +66,7 @@ def test_gpu_fields_values_and_types() -> None:
             "used_memory_bytes": 18 * GiB,
             "sm_util_percent": None,
             "memory_util_percent": None,
+            "driver_name": None,
         }
     ]
     assert set(data["processes"][0]) == names(GpuProcess)

@@ -43,6 +43,10 @@ class FixedTimeSource:
     def close(self) -> None:
         self.inner.close()
 
+    def request_probes(self, probes: Any, explain: Any = ()) -> None:
+        """Pass a query's extra readings on to the driver layer (gputop.views.query.ask_driver)."""
+        self.inner.request_probes(probes, explain)
+
 
 @dataclass
 class Result:

@@ -60,9 +60,10 @@ def test_help_query_gpu_lists_every_field_once(run_cli: Cli) -> None:
     for field in ALL_GPU_FIELDS:
         matching = [line for line in lines if line.startswith(f'"{field.name}"')]
         assert len(matching) == 1, field.name
-    assert '"clocks.current.sm" or "clocks.sm": ' in result.out
+    # nvidia-smi's layout: the names (aliases after "or") on one line, the help on the next.
+    assert '\n"clocks.current.sm" or "clocks.sm"\nThe SM clock now.\n' in result.out
     apps = run_cli(None, "query", "--help-query-compute-apps").out
-    assert '"used_gpu_memory" or "used_memory": ' in apps and "clocks" not in apps
+    assert '\n"used_gpu_memory" or "used_memory"\n' in apps and "clocks" not in apps
 
 
 @pytest.mark.parametrize(
@@ -208,7 +209,7 @@ def test_compute_apps_as_json_lines(box: Box, run_cli: Cli) -> None:
     )
     records = [json.loads(line) for line in result.out.splitlines()]
     assert records[0] == {"pid": 5048213, "used_gpu_memory": 61000, "process_name": "python"}
-    assert {"pid": 5049001, "used_gpu_memory": 6144, "process_name": None} in records
+    assert {"pid": 5049001, "used_gpu_memory": 6144, "process_name": "python"} in records
 
 
 def test_nvidia_smi_spellings_of_the_loop_options(box: Box, run_cli: Cli) -> None:

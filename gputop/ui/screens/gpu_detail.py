@@ -52,7 +52,7 @@ def field_lines(sample: GpuSample) -> Text:
     """Every field of the sample as 'name  value' lines (N/A for None)."""
     out = Text(no_wrap=True, overflow="ellipsis")
     for f in fields(sample):
-        if f.name == "processes":
+        if f.name in ("processes", "extra", "unavailable"):  # the last two: query-only readings
             continue
         value = getattr(sample, f.name)
         if value is None:

@@ -37,6 +37,17 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {clean(message)} (see {self.prog} --help)\n")
 
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        # `--demo` takes an optional scenario name, so in `gputop --demo query ...` argparse
+        # would read "query" as the scenario: a bare --demo before a command means the demo.
+        argv = list(sys.argv[1:] if args is None else args)
+        for i, arg in enumerate(argv[:-1]):
+            if arg == "--demo" and argv[i + 1] in SUBCOMMANDS:
+                argv[i] = "--demo=demo"
+        return super().parse_known_args(argv, namespace)
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The whole argument parser, subcommands included (they inherit its one-line errors)."""

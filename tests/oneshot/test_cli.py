@@ -130,3 +130,16 @@ def test_no_colour_on_request(args: tuple[str, ...], env: dict[str, str]) -> Non
     text = gputop_on_a_terminal(*args, **env)
     assert "DEMO" in text
     assert ESC not in text
+
+
+@pytest.mark.parametrize("command", ["query", "doctor", "dmon", "export"])
+def test_bare_demo_before_a_command_is_the_demo_not_a_scenario_named_after_it(
+    command: str,
+) -> None:
+    from gputop.cli import build_parser
+
+    args = build_parser().parse_args(["--demo", command])
+    assert args.command == command
+    assert args.demo == "demo"
+    named = build_parser().parse_args(["--demo", "dgx", command])
+    assert (named.demo, named.command) == ("dgx", command)

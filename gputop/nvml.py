@@ -154,7 +154,8 @@ class NvmlSource:
         self._lock = threading.Lock()
         self._proc_api: str | None = None  # v3 / v2 / v1, whichever the driver has
         self._buffers = _ListBuffers()
-        self._foreign_names: dict[int, str | None] = {}  # other-namespace PID -> driver's name
+        # listed PID -> the driver's name for it when this namespace cannot see it, else None
+        self._foreign_names: dict[int, str | None] = {}
         try:
             pynvml.nvmlInit()
         except pynvml.NVMLError as exc:
@@ -442,17 +443,17 @@ class NvmlSource:
         """The driver's name for a PID this PID namespace cannot see (a container's, say).
 
         Only the driver can name it then (nvidia-smi asks it too). Visible PIDs are named from
-        /proc by the process reader, so the driver is not asked; answers are kept while the PID
-        is listed.
+        /proc by the process reader, so the driver is not asked. The answer (None for a visible
+        PID) is kept while the PID is listed: one look at /proc per new PID, not per tick.
         """
-        if os.path.exists(f"/proc/{pid}"):
-            return None
         if pid in self._foreign_names:
             return self._foreign_names[pid]
-        try:
-            name = _text(_read(pynvml.nvmlSystemGetProcessName, pid))
-        except _Lost:
-            name = None
+        name = None
+        if not os.path.exists(f"/proc/{pid}"):
+            try:
+                name = _text(_read(pynvml.nvmlSystemGetProcessName, pid))
+            except _Lost:
+                name = None
         self._foreign_names[pid] = name
         return name
 

@@ -407,8 +407,3 @@ def is_namespace_init(pid: int) -> bool:
     except OSError:
         pass
     return False
-
-
-def pid_exists(pid: int) -> bool:
-    """True when ``pid`` names a process (zombies included) in this PID namespace."""
-    return psutil.pid_exists(pid)

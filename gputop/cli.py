@@ -15,12 +15,12 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from gputop import __version__
 from gputop.argtypes import INTERVAL_BOUNDS_HELP, interval_seconds
 from gputop.errors import GputopError
 from gputop.exits import ExitSignals, describe_os_error, say, silence, silence_if_broken
 from gputop.sanitize import clean
 from gputop.source import add_source_arguments
+from gputop.version import __version__
 
 # name -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {

@@ -27,8 +27,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 
-from gputop import __version__
 from gputop.errors import UsageError
+from gputop.version import __version__
 
 REQUEST_QUEUE_SIZE = 1024  # listen backlog (capped by net.core.somaxconn): prometheus_client has 5
 DEFAULT_TIMEOUT_S = 5.0

@@ -17,10 +17,10 @@ from typing import Protocol
 from prometheus_client import CollectorRegistry, write_to_textfile
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from gputop import __version__
 from gputop.errors import UsageError
 from gputop.export_metrics import Family, Kind, snapshot_families
 from gputop.model import Snapshot
+from gputop.version import __version__
 
 TEXTFILE_NAME = "gputop.prom"
 

@@ -37,7 +37,3 @@ class ManualClock:
     def set(self, t: float) -> None:
         with self._lock:
             self._t = t
-
-    def advance(self, dt: float) -> None:
-        with self._lock:
-            self._t += dt

@@ -66,9 +66,6 @@ class Wave:
         return value
 
 
-Reading = Wave | None  # None: the driver answers NOT_SUPPORTED
-
-
 def _reading(raw: Any, where: str) -> Wave:
     if isinstance(raw, bool):
         return Wave(base=float(raw))

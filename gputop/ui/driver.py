@@ -21,12 +21,20 @@ from codecs import getincrementaldecoder
 from collections.abc import Callable
 from typing import Any
 
-from textual._parser import ParseError
-from textual._xterm_parser import XTermParser
 from textual.drivers.linux_driver import LinuxDriver
 from textual.message import Message
 
 from gputop import glyphs
+
+try:  # Textual's private parser (textual>=8,<9 has it here); pyproject pins that range
+    from textual._parser import ParseError
+    from textual._xterm_parser import XTermParser
+except ImportError:  # pragma: no cover - a Textual that moved it: its own input thread then
+    ParseError = EOFError  # type: ignore[misc,assignment]
+    XTermParser = None  # type: ignore[misc,assignment]
+
+# Set (to anything) to run Textual's own input thread: the plain path the fallback above takes.
+PLAIN_INPUT_ENV = "GPUTOP_PLAIN_TEXTUAL"
 
 # Used when the parser is waiting for the rest of an escape sequence, or when a future Textual
 # no longer tells us (then this is Textual's own behaviour).
@@ -42,7 +50,7 @@ def read_input(
     fileno: int,
     wake_fd: int,
     stop: threading.Event,
-    parser: XTermParser,
+    parser: Any,  # textual._xterm_parser.XTermParser
     deliver: Callable[[Message], None],
 ) -> None:
     """Feed what arrives on ``fileno`` to ``parser`` and each event to ``deliver`` until ``stop``.
@@ -114,6 +122,9 @@ class CalmLinuxDriver(LinuxDriver):
         super().write(data if to_terminal is None else to_terminal(data))
 
     def run_input_thread(self) -> None:
+        if XTermParser is None or os.environ.get(PLAIN_INPUT_ENV):
+            super().run_input_thread()  # Textual's own: wakes ten times a second, works the same
+            return
         wake_r, wake_w = os.pipe()
         os.set_blocking(wake_w, False)
         self.exit_event.attach(wake_w)

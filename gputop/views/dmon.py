@@ -16,12 +16,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import IO
 
-from gputop.argtypes import INTERVAL_BOUNDS_HELP, interval_seconds
+from gputop.argtypes import INTERVAL_BOUNDS_HELP, interval_seconds, positive_int
 from gputop.errors import UsageError
 from gputop.format import whole_mib
 from gputop.model import GpuSample, GpuState
 from gputop.source import source_from_args
-from gputop.views.query import positive_int, select_gpus
+from gputop.views.query import select_gpus
 from gputop.views.schedule import run_on_schedule
 
 DEFAULT_GROUPS = "puc"

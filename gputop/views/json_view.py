@@ -15,7 +15,7 @@ from dataclasses import fields, is_dataclass
 from enum import Enum
 from typing import Any
 
-from gputop.model import GpuProcess, GpuSample, ProcessRow, ProcInfo, Snapshot, SystemInfo
+from gputop.model import GpuSample, ProcessRow, ProcInfo, Snapshot, SystemInfo
 from gputop.sanitize import json_safe
 
 SCHEMA_VERSION = 1
@@ -35,12 +35,6 @@ def _plain(value: Any) -> Any:
 def system_to_dict(system: SystemInfo) -> dict[str, Any]:
     """SystemInfo as a JSON-ready dict."""
     result: dict[str, Any] = _plain(system)
-    return result
-
-
-def gpu_process_to_dict(process: GpuProcess) -> dict[str, Any]:
-    """One NVML process context as a JSON-ready dict."""
-    result: dict[str, Any] = _plain(process)
     return result
 
 

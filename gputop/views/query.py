@@ -16,7 +16,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import IO
 
-from gputop.argtypes import INTERVAL_BOUNDS_HELP, interval_milliseconds, interval_seconds
+from gputop.argtypes import (
+    INTERVAL_BOUNDS_HELP,
+    interval_milliseconds,
+    interval_seconds,
+    positive_int,
+)
 from gputop.errors import UsageError
 from gputop.model import GpuSample, ProcessType, Snapshot
 from gputop.sanitize import json_safe
@@ -36,17 +41,6 @@ from gputop.views.query_fields import (
 from gputop.views.schedule import run_on_schedule
 
 DEFAULT_LOOP_S = 5.0  # nvidia-smi's -l without a value
-
-
-def positive_int(text: str) -> int:
-    """argparse type: a whole number > 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0: {text!r}")
-    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -151,3 +151,33 @@ def test_end_of_input_does_not_spin(reader: Reader) -> None:
     time.sleep(0.5)
     assert reader.selects - before <= 1  # EOF stays readable: watching it would spin
     assert reader.thread.is_alive()
+
+
+def test_textuals_own_input_thread_still_drives_the_dashboard() -> None:
+    """The fallback (a Textual without its private parser) reads keys with Textual's thread."""
+    from gputop.ui.driver import PLAIN_INPUT_ENV
+    from tests.pty_terminal import clean_env
+
+    with on_terminal("--demo", env={**clean_env(), PLAIN_INPUT_ENV: "1"}) as term:
+        term.wait_for(b"DEMO")
+        term.type(b"?")
+        term.wait_for(b"holder")  # the help screen's states table: the key arrived
+        term.type(b"\x1b")
+        term.read_for(0.5)
+        term.type(b"q")
+        assert term.read_to_end() == 0
+
+
+def test_plain_input_env_runs_textuals_input_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gputop.ui import driver as calm
+
+    ran: list[str] = []
+    monkeypatch.setattr(LinuxDriver, "run_input_thread", lambda self: ran.append("textual"))
+    monkeypatch.setattr(calm, "read_input", lambda *a, **k: ran.append("calm"))
+    monkeypatch.setenv(calm.PLAIN_INPUT_ENV, "1")
+    make_app_driver = CalmLinuxDriver.__new__(CalmLinuxDriver)
+    make_app_driver.run_input_thread()
+    monkeypatch.setattr(calm, "XTermParser", None)
+    monkeypatch.delenv(calm.PLAIN_INPUT_ENV)
+    make_app_driver.run_input_thread()
+    assert ran == ["textual", "textual"]

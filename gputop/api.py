@@ -18,10 +18,9 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import IO, Any
 
+from gputop.format import MiB
 from gputop.model import Snapshot
 from gputop.source import Source, open_source
-
-MiB = 1024**2
 
 _lock = threading.RLock()  # one reader of the shared source at a time
 _shared: Source | None = None

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 
 import psutil
 
+from gputop.format import MiB
 from gputop.history import History
 from gputop.holders import DAEMON_NAMES, HolderScan, held_by
 from gputop.model import (
@@ -31,7 +32,6 @@ from gputop.model import (
 )
 from gputop.procs import ProcReader, is_namespace_init, process_group, read_proc, session
 
-MiB = 1024**2
 TOLERANCE_MIN_BYTES = 256 * MiB
 TOLERANCE_FRACTION = 0.02
 

@@ -24,7 +24,6 @@ from gputop.model import THROTTLE_REASON_BITS
 from gputop.sanitize import clean
 from gputop.sim.actors import ActorSpec
 
-MiB = 1024 * 1024
 _TWO_PI = 2 * math.pi  # the same float `2 * math.pi * t` starts with
 
 

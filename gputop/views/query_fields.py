@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 
+from gputop.format import MiB
 from gputop.model import GpuProcess, GpuSample, GpuState, Snapshot, Unavailable
 from gputop.probes import Probe
 from gputop.views.query_table import (
@@ -26,7 +27,6 @@ from gputop.views.query_table import (
     timestamp_text,
 )
 
-MiB = 1024**2
 NOT_SUPPORTED = "[Not Supported]"
 LOST = "[GPU is lost]"
 UNKNOWN_ERROR = "[Unknown Error]"

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gputop.format import MiB
 from gputop.model import THROTTLE_REASON_BITS, GpuSample, Scalar, Snapshot
 from gputop.probes import Probe, call, field_value, struct
 
-MiB = 1024**2
 NA = "[N/A]"
 PLAIN_NA = "N/A"  # what nvidia-smi prints, unbracketed, for an HBM sensor or fabric it lacks
 

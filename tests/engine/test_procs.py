@@ -296,7 +296,9 @@ def test_reader_reads_a_known_process_from_its_stat_and_the_rest_every_few_secon
     assert reader.full_reads == 3
 
     os.kill(proc.pid, signal.SIGHUP)
+    # execve() renames the process a moment before the new argv is readable: wait for both.
     assert wait_until(lambda: psutil.Process(proc.pid).name() == "sleep")
+    assert wait_until(lambda: psutil.Process(proc.pid).cmdline() == ["sleep", "119"])
     clock.now += 1
     execed = reader.read(proc.pid)
     assert execed.cmdline == ("sleep", "119")

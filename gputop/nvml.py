@@ -682,8 +682,9 @@ _VALUE_MEMBERS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal"
 _MISSING = (AttributeError, TypeError, KeyError, IndexError)
 
 
-def _why(exc: pynvml.NVMLError) -> Unavailable:
-    return _UNAVAILABLE.get(exc.value, Unavailable.UNKNOWN)
+def _why(code: int) -> Unavailable:
+    """An NVML return code in words (every code not named here is an unknown error)."""
+    return _UNAVAILABLE.get(code, Unavailable.UNKNOWN)
 
 
 def _const(arg: str | int) -> Any:
@@ -731,7 +732,7 @@ class _Asked:
             args = [_const(a) for a in probe.args]
             return fn(h, *args) if probe.device else fn(*args)
         except pynvml.NVMLError as exc:
-            return _why(exc)
+            return _why(exc.value)
         except _MISSING:
             return Unavailable.NOT_FOUND
 
@@ -751,10 +752,10 @@ class _Asked:
         try:
             results = pynvml.nvmlDeviceGetFieldValues(h, list(wanted.values()))
         except pynvml.NVMLError as exc:
-            return {**out, **dict.fromkeys(wanted, _why(exc))}
+            return {**out, **dict.fromkeys(wanted, _why(exc.value))}
         for name, v in zip(wanted, results, strict=True):
             if v.nvmlReturn != pynvml.NVML_SUCCESS:
-                out[name] = _UNAVAILABLE.get(v.nvmlReturn, Unavailable.UNKNOWN)
+                out[name] = _why(v.nvmlReturn)
             else:
                 out[name] = getattr(v.value, _VALUE_MEMBERS[v.valueType])
         return out

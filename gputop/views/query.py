@@ -245,19 +245,24 @@ def _interval_s(args: argparse.Namespace) -> float | None:
 
 def _lines_for(
     args: argparse.Namespace, fmt: OutputFormat
-) -> tuple[str, Callable[[Snapshot, Sequence[int]], list[str]]]:
-    """(header line, sample -> data lines) for the query asked for; UsageError first."""
+) -> tuple[str, Callable[[Snapshot, Sequence[int]], list[str]], Sequence[Field]]:
+    """(header line, sample -> data lines, the GPU fields to ask the driver for) for the query
+    asked for; UsageError first."""
     if args.query_gpu and args.query_compute_apps:
         raise UsageError("use one of --query-gpu or --query-compute-apps, not both")
     try:
         if args.query_gpu:
             fields = parse_gpu_fields(args.query_gpu)
             header = ", ".join(f.header for f in fields)
-            return header, lambda s, ix: gpu_lines(s, fields, ix, fmt)
+            return header, lambda s, ix: gpu_lines(s, fields, ix, fmt), fields
         if args.query_compute_apps:
             apps = parse_app_fields(args.query_compute_apps)
             header = ", ".join(f.header for f in apps)
-            return header, lambda s, ix: app_lines(s, apps, app_rows(s, ix, process_name), fmt)
+            return (
+                header,
+                lambda s, ix: app_lines(s, apps, app_rows(s, ix, process_name), fmt),
+                (),
+            )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     raise UsageError("nothing to query: give --query-gpu=FIELDS or --query-compute-apps=FIELDS")
@@ -269,11 +274,11 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(help_text(apps=not args.help_query_gpu))
         return 0
     fmt = parse_format(args.format)
-    header, lines_of = _lines_for(args, fmt)
+    header, lines_of, gpu_fields = _lines_for(args, fmt)
     source = source_from_args(args)
     try:
-        if args.query_gpu:
-            ask_driver(source, parse_gpu_fields(args.query_gpu))
+        if gpu_fields:
+            ask_driver(source, gpu_fields)
         return _log(source, args, fmt, header, lines_of)
     finally:
         source.close()

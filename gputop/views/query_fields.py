@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 
-from gputop.format import MiB
+from gputop.format import whole_mib
 from gputop.model import GpuProcess, GpuSample, GpuState, Snapshot, Unavailable
 from gputop.probes import Probe
 from gputop.views.query_table import (
@@ -129,7 +129,7 @@ class AppField:
 
 
 def _mib(value_bytes: int | None) -> int | None:
-    return None if value_bytes is None else value_bytes // MiB
+    return None if value_bytes is None else whole_mib(value_bytes)
 
 
 # name -> (help, reader, unit, placeholder); names and aliases come from the field list.

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gputop.format import MiB
+from gputop.format import whole_mib
 from gputop.model import THROTTLE_REASON_BITS, GpuSample, Scalar, Snapshot
 from gputop.probes import Probe, call, field_value, struct
 
@@ -71,7 +71,7 @@ def _watts(value: Scalar) -> Value:
 
 
 def _mib(value: Scalar) -> Value:
-    return int(value) // MiB
+    return whole_mib(int(value))
 
 
 def _uuid(value: Scalar) -> Value:

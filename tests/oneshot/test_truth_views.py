@@ -41,6 +41,11 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     return out
 
 
+def query(capsys: pytest.CaptureFixture[str], scenario: str, fields: str) -> str:
+    """``gputop --scenario FILE query FIELDS --format=csv,noheader``'s output."""
+    return run(capsys, "--scenario", scenario, "query", fields, "--format=csv,noheader")
+
+
 def test_once_counts_the_cg_process_once_and_shows_the_rest(
     scenario: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -66,13 +71,10 @@ def test_json_says_lost_and_counts_once(scenario: str, capsys: pytest.CaptureFix
 def test_query_gpu_says_gpu_is_lost_in_every_column_but_the_index(
     scenario: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    out = run(
+    out = query(
         capsys,
-        "--scenario",
         scenario,
-        "query",
         "--query-gpu=index,name,uuid,pci.bus_id,memory.used,temperature.gpu,power.draw",
-        "--format=csv,noheader",
     )
     lost = out.splitlines()[1].split(", ")
     assert lost == ["1"] + ["[GPU is lost]"] * 6
@@ -81,14 +83,7 @@ def test_query_gpu_says_gpu_is_lost_in_every_column_but_the_index(
 def test_query_compute_apps_lists_the_cg_process_once_by_the_drivers_name(
     scenario: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    out = run(
-        capsys,
-        "--scenario",
-        scenario,
-        "query",
-        "--query-compute-apps=pid,process_name,used_memory",
-        "--format=csv,noheader",
-    )
+    out = query(capsys, scenario, "--query-compute-apps=pid,process_name,used_memory")
     assert out.splitlines() == [f"{FOREIGN_PID}, blender, 6100 MiB"]
 
 

@@ -30,7 +30,14 @@ from gputop.model import (
     ProcState,
     Snapshot,
 )
-from gputop.procs import ProcReader, is_namespace_init, process_group, read_proc, session
+from gputop.procs import (
+    ProcReader,
+    is_namespace_init,
+    not_visible,
+    process_group,
+    read_proc,
+    session,
+)
 
 TOLERANCE_MIN_BYTES = 256 * MiB
 TOLERANCE_FRACTION = 0.02
@@ -222,7 +229,9 @@ def _build_row(
         info = replace(info, note=SUSPECT_NOTE)
     if not info.visible and info.name is None:
         # Only the driver can name another namespace's process (as nvidia-smi does).
-        info = replace(info, name=next((p.driver_name for p in contexts if p.driver_name), None))
+        name = next((p.driver_name for p in contexts if p.driver_name), None)
+        if name is not None:
+            info = not_visible(info.pid, name)
     note = _defunct_note(info) if ProcState.DEFUNCT in states else orphan_note
     if note is None and ProcState.ON_LOST_GPU in states:
         note = _lost_note(on_lost)

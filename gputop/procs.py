@@ -68,9 +68,12 @@ def _info_from_dict(pid: int, d: dict[str, Any], cpu_percent: float | None) -> P
 
 
 @functools.lru_cache(maxsize=1024)
-def _not_visible(pid: int) -> ProcInfo:
-    # Remembered: a box with processes in another PID namespace asks for the same ones each tick.
-    return ProcInfo(pid=pid, visible=False, note=NOT_VISIBLE_NOTE)
+def not_visible(pid: int, name: str | None = None) -> ProcInfo:
+    """A PID this namespace cannot see; ``name`` is the driver's for it (already clean), if any.
+
+    Remembered: a box with processes in another PID namespace asks for the same ones each tick.
+    """
+    return ProcInfo(pid=pid, visible=False, name=name, note=NOT_VISIBLE_NOTE)
 
 
 def _absent(pid: int) -> bool:
@@ -236,7 +239,7 @@ class ProcReader:
         ):
             info = self._full_locked(known, stat, now)
             if info is None:
-                return _not_visible(pid), None
+                return not_visible(pid), None
         if stat is None:  # no /proc/PID/stat (not Linux): psutil's own CPU counters
             return replace(info, cpu_percent=_cpu_percent(known.proc)), known.key
         cpu = None  # the first reading of a process says nothing about its CPU use
@@ -267,14 +270,14 @@ class ProcReader:
         if _absent(pid) or not psutil.pid_exists(pid):
             # A PID from another namespace: no psutil.Process, which would read /proc and
             # raise, every tick, for every such process.
-            return _not_visible(pid)
+            return not_visible(pid)
         if stat is None:  # read before the Process, so a PID reused in between shows
             stat = _stat(pid)
         try:
             proc = psutil.Process(pid)
             key = (pid, proc.create_time())
         except (psutil.NoSuchProcess, ValueError):
-            return _not_visible(pid)
+            return not_visible(pid)
         except psutil.AccessDenied:
             return ProcInfo(pid=pid, note=_denied_note(["the process"]))
         known = self._cache.get(key)

@@ -41,7 +41,7 @@ snapshot-update: install ## re-record the SVG snapshots of the UI
 	$(BIN)/pytest tests/ui --snapshot-update
 
 screenshots: install ## regenerate screenshots/ from the demo scenario
-	$(BIN)/python -m gputop.ui.screenshots screenshots
+	$(BIN)/python -m tests.ui.scenes screenshots
 
 bench: install ## measure snapshot, sampler, holder-scan and UI costs
 	$(BIN)/python -m bench

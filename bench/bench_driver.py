@@ -6,7 +6,7 @@ import statistics
 import time
 
 from gputop import sim
-from gputop.nvml import NvmlSource
+from gputop.engine.nvml import NvmlSource
 
 
 def main() -> None:

@@ -13,12 +13,12 @@ import tracemalloc
 from dataclasses import replace
 from statistics import mean, median
 
-from gputop.enrich import enrich
-from gputop.history import History
-from gputop.holders import HolderScan, scan_holders
-from gputop.model import Snapshot
-from gputop.procs import ProcReader
-from gputop.source import Source
+from gputop.engine.enrich import enrich
+from gputop.engine.history import History
+from gputop.engine.holders import HolderScan, scan_holders
+from gputop.engine.model import Snapshot
+from gputop.engine.procs import ProcReader
+from gputop.engine.source import Source, open_source
 
 TICKS = 50
 SCANS = 5
@@ -26,14 +26,7 @@ DAY_TICKS = 24 * 3600  # one tick a second for a day
 
 
 def _open_dgx() -> tuple[Source, str]:
-    try:
-        from gputop.source import open_source
-
-        return open_source(demo="dgx"), "dgx"
-    except ImportError:  # the simulated driver is not there yet: model-level fake
-        from tests.fakes import FakeSource
-
-        return FakeSource(), "fake"
+    return open_source(demo="dgx"), "dgx"
 
 
 def _tick_times(source: Source, holders: HolderScan) -> tuple[list[float], list[float], Snapshot]:

@@ -12,10 +12,10 @@ from collections.abc import Callable
 from prometheus_client import generate_latest
 
 from gputop import sim
-from gputop.export_http import MetricsServer
-from gputop.export_prom import SnapshotCollector, TextfileWriter, make_registry
-from gputop.nvml import NvmlSource
-from gputop.sampler import Sampler
+from gputop.engine.nvml import NvmlSource
+from gputop.engine.sampler import Sampler
+from gputop.export.http import MetricsServer
+from gputop.export.prom import SnapshotCollector, TextfileWriter, make_registry
 
 SCRAPES = 200
 

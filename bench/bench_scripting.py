@@ -13,9 +13,9 @@ import time
 from statistics import median
 
 import gputop
-from gputop.source import Source, open_source
-from gputop.views.query import OutputFormat, gpu_lines
-from gputop.views.query_fields import ALL_GPU_FIELDS
+from gputop.commands.query import OutputFormat, gpu_lines
+from gputop.commands.query_fields import ALL_GPU_FIELDS
+from gputop.engine.source import Source, open_source
 
 SAMPLES = 50
 LOOP_N = 8_000_000

@@ -83,7 +83,7 @@ def headless_tick_ms(ticks: int = 60) -> float:
     """
     from gputop.ui.app import make_app
     from gputop.ui.messages import SnapshotReady
-    from gputop.ui.screenshots import demo_frames
+    from tests.ui.scenes import demo_frames
 
     frames = demo_frames("dgx", ticks=ticks)
     app = make_app(None, start_sampler=False, clock=lambda: frames[-1].taken_at_mono)

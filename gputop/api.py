@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import IO, Any
 
-from gputop.format import MiB
-from gputop.model import Snapshot
-from gputop.source import Source, open_source
+from gputop.engine.model import Snapshot
+from gputop.engine.source import Source, open_source
+from gputop.units import MiB
 
 _lock = threading.RLock()  # one reader of the shared source at a time
 _shared: Source | None = None
@@ -68,8 +68,8 @@ def _read(source: Source | None) -> Snapshot:
 
 def snapshot(*, source: Source | None = None) -> Snapshot:
     """A complete, typed Snapshot with processes joined to the OS view (as ``gputop --json``)."""
-    from gputop.enrich import enrich  # psutil only when processes are wanted
-    from gputop.holders import scan_holders
+    from gputop.engine.enrich import enrich  # psutil only when processes are wanted
+    from gputop.engine.holders import scan_holders
 
     src = _source(source)
     return enrich(_read(src), holders=scan_holders(src.dev_dir))
@@ -77,14 +77,14 @@ def snapshot(*, source: Source | None = None) -> Snapshot:
 
 def devices(*, source: Source | None = None) -> list[dict[str, Any]]:
     """Every GPU as a dict with the keys of ``gputop --json`` (units in the key names)."""
-    from gputop.views.json_view import gpu_to_dict
+    from gputop.commands.json_out import gpu_to_dict
 
     return [gpu_to_dict(g) for g in _read(source).gpus]
 
 
 def processes(*, source: Source | None = None) -> list[dict[str, Any]]:
     """Every GPU-related process (user, command, state, memory) as ``gputop --json`` has them."""
-    from gputop.views.json_view import process_row_to_dict
+    from gputop.commands.json_out import process_row_to_dict
 
     return [process_row_to_dict(r) for r in snapshot(source=source).processes]
 

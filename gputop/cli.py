@@ -16,18 +16,18 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from gputop.argtypes import INTERVAL_BOUNDS_HELP, interval_seconds
+from gputop.engine.sanitize import clean
+from gputop.engine.source import add_source_arguments
 from gputop.errors import GputopError
 from gputop.exits import ExitSignals, describe_os_error, say, silence, silence_if_broken
-from gputop.sanitize import clean
-from gputop.source import add_source_arguments
 from gputop.version import __version__
 
 # name -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "doctor": ("gputop.views.doctor", "diagnose stuck GPU processes and unattributed memory"),
-    "query": ("gputop.views.query", "nvidia-smi --query-gpu compatible logger"),
-    "dmon": ("gputop.views.dmon", "nvidia-smi dmon compatible device monitor"),
-    "export": ("gputop.views.exporter", "Prometheus exporter (dcgm-exporter compatible names)"),
+    "doctor": ("gputop.commands.doctor", "diagnose stuck GPU processes and unattributed memory"),
+    "query": ("gputop.commands.query", "nvidia-smi --query-gpu compatible logger"),
+    "dmon": ("gputop.commands.dmon", "nvidia-smi dmon compatible device monitor"),
+    "export": ("gputop.commands.export", "Prometheus exporter (dcgm-exporter compatible names)"),
 }
 
 
@@ -123,9 +123,9 @@ def _run(args: argparse.Namespace, signals: ExitSignals) -> int:
 
 def _run_one_shot(args: argparse.Namespace) -> int:
     """--once or --json: one snapshot, printed."""
-    from gputop.enrich import enrich
-    from gputop.holders import scan_holders
-    from gputop.source import source_from_args
+    from gputop.engine.enrich import enrich
+    from gputop.engine.holders import scan_holders
+    from gputop.engine.source import source_from_args
 
     source = source_from_args(args)
     try:
@@ -134,11 +134,11 @@ def _run_one_shot(args: argparse.Namespace) -> int:
     finally:
         source.close()
     if args.json:
-        from gputop.views.json_view import render_json
+        from gputop.commands.json_out import render_json
 
         sys.stdout.write(render_json(snapshot) + "\n")
     else:
-        from gputop.views.once import OnceOptions, render_once
+        from gputop.commands.once import OnceOptions, render_once
 
         options = OnceOptions(
             show_cmd=args.show_cmd,

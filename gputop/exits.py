@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
-from gputop.sanitize import clean
+from gputop.engine.sanitize import clean
 
 # Errors a write gives (on stdout, usually) without naming a file.
 _WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})

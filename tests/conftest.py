@@ -1,16 +1,52 @@
-"""Shared fixtures: the simulated driver, installed per test and always removed afterwards."""
+"""Shared fixtures: the simulated driver, installed per test and always removed afterwards.
+
+``box`` is a fixed-time Source on it, for tests that compare printed output.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from gputop import sim
+from gputop import api, sim
+from gputop.engine.model import Snapshot
+from gputop.engine.source import Source
 from gputop.sim.scenario import Scenario
 
 SimFactory = Callable[..., tuple[Any, sim.SimLibrary]]
+FIXED_WALL = 1706704496.789  # 2024-01-31 12:34:56.789 UTC
+
+
+class FixedTimeSource:
+    """A Source whose snapshots all carry the same wall-clock time (stable timestamps)."""
+
+    def __init__(self, source: Source, wall: float | None = FIXED_WALL) -> None:
+        self.inner = source
+        self.wall = wall
+        self.simulated = True
+        self.dev_dir = "/dev"
+        self.calls = 0
+
+    def snapshot(self) -> Snapshot:
+        self.calls += 1
+        snap = self.inner.snapshot()
+        return snap if self.wall is None else replace(snap, taken_at_wall=self.wall)
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def request_probes(self, probes: Any, explain: Any = ()) -> None:
+        """Pass a query's extra readings on to the driver (gputop.commands.query.ask_driver)."""
+        self.inner.request_probes(probes, explain)
+
+
+def shipped(name: str) -> Scenario:
+    """A shipped scenario, without slow calls (faults has a 1.5 s one) so tests stay fast."""
+    scenario = sim.load_scenario(name)
+    return replace(scenario, gpus=tuple(replace(g, slow_calls={}) for g in scenario.gpus))
 
 
 @pytest.fixture(autouse=True)
@@ -29,7 +65,7 @@ def sim_clock() -> sim.ManualClock:
 @pytest.fixture
 def sim_source(sim_clock: sim.ManualClock) -> Iterator[SimFactory]:
     """Factory: sim_source("demo") or sim_source({...}) -> (NvmlSource, SimLibrary)."""
-    from gputop.nvml import NvmlSource
+    from gputop.engine.nvml import NvmlSource
 
     opened: list[NvmlSource] = []
 
@@ -46,3 +82,26 @@ def sim_source(sim_clock: sim.ManualClock) -> Iterator[SimFactory]:
     yield make
     for source in opened:
         source.close()
+
+
+@pytest.fixture(autouse=True)
+def _api_reset() -> Iterator[None]:
+    """The API's shared source must not outlive a test (the sim is uninstalled after each)."""
+    yield
+    api.use_demo(None)
+
+
+@pytest.fixture
+def box(
+    sim_source: Callable[..., tuple[Any, sim.SimLibrary]], sim_clock: sim.ManualClock
+) -> Callable[..., FixedTimeSource]:
+    """box("demo") or box({...}): a fixed-time Source on the simulated driver at scenario t."""
+
+    def make(
+        scenario: str | dict[str, Any] | Scenario, t: float = 0.0, wall: float | None = FIXED_WALL
+    ) -> FixedTimeSource:
+        source, _ = sim_source(shipped(scenario) if isinstance(scenario, str) else scenario)
+        sim_clock.set(t)  # after opening: a GPU lost at t still has its identity read at 0
+        return FixedTimeSource(source, wall)
+
+    return make

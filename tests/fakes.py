@@ -7,7 +7,7 @@ import threading
 import time
 from dataclasses import replace
 
-from gputop.model import GpuProcess, GpuSample, GpuState, ProcessType, Snapshot, SystemInfo
+from gputop.engine.model import GpuProcess, GpuSample, GpuState, ProcessType, Snapshot, SystemInfo
 
 GiB = 1024**3
 

@@ -12,23 +12,23 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "gputop"
 ENGINE_MODULES = [
     "gputop",
-    "gputop.model",
-    "gputop.nvml",
-    "gputop.source",
-    "gputop.sampler",
-    "gputop.enrich",
-    "gputop.kill",
-    "gputop.procs",
-    "gputop.holders",
-    "gputop.history",
-    "gputop.format",
-    "gputop.cuda_index",
-    "gputop.views.once",
-    "gputop.views.json_view",
-    "gputop.views.doctor",
-    "gputop.views.query",
-    "gputop.views.dmon",
-    "gputop.views.exporter",
+    "gputop.engine.model",
+    "gputop.engine.nvml",
+    "gputop.engine.source",
+    "gputop.engine.sampler",
+    "gputop.engine.enrich",
+    "gputop.engine.kill",
+    "gputop.engine.procs",
+    "gputop.engine.holders",
+    "gputop.engine.history",
+    "gputop.units",
+    "gputop.engine.cuda_index",
+    "gputop.commands.once",
+    "gputop.commands.json_out",
+    "gputop.commands.doctor",
+    "gputop.commands.query",
+    "gputop.commands.dmon",
+    "gputop.commands.export",
     "gputop.api",
 ]
 
@@ -78,4 +78,4 @@ def test_ui_never_touches_the_driver() -> None:
     for path in ui.rglob("*.py"):
         text = path.read_text()
         assert "pynvml" not in imported_names(path), path
-        assert "gputop.nvml" not in text, path
+        assert "gputop.engine.nvml" not in text, path

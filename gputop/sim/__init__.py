@@ -17,7 +17,7 @@ from gputop.sim.library import SimLibrary
 from gputop.sim.scenario import SHIPPED, Scenario, load_scenario
 
 if TYPE_CHECKING:
-    from gputop.nvml import NvmlSource
+    from gputop.engine.nvml import NvmlSource
 
 __all__ = [
     "SHIPPED",
@@ -79,7 +79,7 @@ def open_source(
     scenario: Scenario | str, clock: Clock | None = None, *, actors: bool = False
 ) -> NvmlSource:
     """Install ``scenario`` and open the driver layer on it: a Source of simulated snapshots."""
-    from gputop.nvml import NvmlSource  # local: the driver layer imports nothing of the sim
+    from gputop.engine.nvml import NvmlSource  # local: the driver layer imports nothing of the sim
 
     install(scenario, clock, actors=actors)
     return NvmlSource(simulated=True, environ={})

@@ -16,7 +16,6 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from gputop.format import MiB
 from gputop.sim.actors import Cast
 from gputop.sim.answers import (
     ERROR_GPU_IS_LOST,
@@ -35,6 +34,7 @@ from gputop.sim.answers import (
 from gputop.sim.clock import Clock, ElapsedClock
 from gputop.sim.query_calls import QueryCalls
 from gputop.sim.scenario import Scenario, SimGpu, SimProcess, Wave
+from gputop.units import MiB
 
 INIT_ERRORS = {
     "driver_not_loaded": 9,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gputop.model import THROTTLE_REASON_BITS
+from gputop.engine.model import THROTTLE_REASON_BITS
 from gputop.sim.answers import (
     ERROR_INSUFFICIENT_SIZE,
     ERROR_NOT_SUPPORTED,

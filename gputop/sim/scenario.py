@@ -19,9 +19,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from gputop.engine.model import THROTTLE_REASON_BITS
+from gputop.engine.sanitize import clean
 from gputop.errors import UsageError
-from gputop.model import THROTTLE_REASON_BITS
-from gputop.sanitize import clean
 from gputop.sim.actors import ActorSpec
 
 _TWO_PI = 2 * math.pi  # the same float `2 * math.pi * t` starts with

@@ -50,7 +50,7 @@ def run_dashboard(args: argparse.Namespace, *, signals: ExitSignals | None = Non
     """
     from textual.theme import BUILTIN_THEMES
 
-    from gputop.source import source_from_args
+    from gputop.engine.source import source_from_args
     from gputop.ui.app import make_app
 
     if getattr(args, "no_color", False):

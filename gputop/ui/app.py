@@ -16,10 +16,10 @@ from textual.driver import Driver
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
-from gputop.history import History
-from gputop.kill import Killer, KillResult
-from gputop.model import ProcessRow, Snapshot
-from gputop.source import Source
+from gputop.engine.history import History
+from gputop.engine.kill import Killer, KillResult
+from gputop.engine.model import ProcessRow, Snapshot
+from gputop.engine.source import Source
 from gputop.ui import rows as R
 from gputop.ui import text
 from gputop.ui.bridge import SamplerFactory, SamplerLike, current_user, default_sampler
@@ -131,7 +131,7 @@ class GputopApp(App[int]):
         if driver.__module__ != "textual.drivers.linux_driver":
             return driver  # Windows, or a driver chosen with TEXTUAL_DRIVER
         # Textual's Linux input thread wakes ten times a second even when nobody types.
-        from gputop.ui.driver import CalmLinuxDriver  # imports termios: Unix only
+        from gputop.ui.paint.driver import CalmLinuxDriver  # imports termios: Unix only
 
         return CalmLinuxDriver
 

@@ -7,12 +7,12 @@ import pwd
 from collections.abc import Callable
 from typing import Protocol
 
-from gputop.model import Snapshot
-from gputop.source import Source
+from gputop.engine.model import Snapshot
+from gputop.engine.source import Source
 
 
 class SamplerLike(Protocol):
-    """What the app needs from gputop.sampler.Sampler (tests may pass their own)."""
+    """What the app needs from gputop.engine.sampler.Sampler (tests may pass their own)."""
 
     interval_s: float
     paused: bool
@@ -29,7 +29,7 @@ def default_sampler(
     source: Source, on_snapshot: Callable[[Snapshot], None], interval_s: float
 ) -> SamplerLike:
     """The real sampler, scanning the source's device folder for holders."""
-    from gputop.sampler import Sampler
+    from gputop.engine.sampler import Sampler
 
     return Sampler(source, on_snapshot=on_snapshot, interval_s=interval_s, dev_dir=source.dev_dir)
 

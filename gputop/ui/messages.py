@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from gputop.model import Snapshot
+from gputop.engine.model import Snapshot
 
 
 class SnapshotReady(Message):

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from gputop.model import ProcessRow, ProcessType, ProcState
+from gputop.engine.model import ProcessRow, ProcessType, ProcState
 from gputop.ui import text
 
 

@@ -11,7 +11,7 @@ import math
 from collections import deque
 from itertools import islice
 
-from gputop.history import History
+from gputop.engine.history import History
 from gputop.ui.text import spark_char, sparkline
 
 METRICS = ("utilization_gpu_percent", "memory_used_bytes")

@@ -1,7 +1,7 @@
 """Units to short text for the dashboard's narrow cells (None -> "N/A"), and threshold levels.
 
 The dashboard needs tighter text than the one-shot views (a 6-character memory cell, bars,
-sparklines), so it keeps these few helpers; levels (thresholds) come from gputop.format.
+sparklines), so it keeps these few helpers; levels (thresholds) come from gputop.units.
 Bars and sparklines use ASCII (``#``, `` _.:-=+*#``) where Textual's output (stderr) cannot
 carry Unicode; the driver turns any other character into an ASCII stand-in.
 """

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from gputop.enrich import enrich
-from gputop.holders import scan_holders
-from gputop.model import GpuProcess, ProcessType, Snapshot
-from gputop.views.doctor import diagnose
+from gputop.commands.doctor import diagnose
+from gputop.engine.enrich import enrich
+from gputop.engine.holders import scan_holders
+from gputop.engine.model import GpuProcess, ProcessType, Snapshot
 from tests.engine.spawn import HOLD, ZOMBIE_PARENT, Spawner, status_of, wait_until
 from tests.fakes import GiB, make_gpu, make_snapshot
 

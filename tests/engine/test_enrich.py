@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from gputop.enrich import SUSPECT_NOTE, ProcFacts, classify, enrich, unattributed_memory
-from gputop.history import History
-from gputop.holders import scan_holders
-from gputop.model import GpuProcess, ProcessRow, ProcessType, ProcState, Snapshot
-from gputop.procs import ProcReader
+from gputop.engine.enrich import SUSPECT_NOTE, ProcFacts, classify, enrich, unattributed_memory
+from gputop.engine.history import History
+from gputop.engine.holders import scan_holders
+from gputop.engine.model import GpuProcess, ProcessRow, ProcessType, ProcState, Snapshot
+from gputop.engine.procs import ProcReader
 from tests.engine.spawn import HOLD, ORPHAN_MAKER, ZOMBIE_PARENT, Spawner, status_of, wait_until
 from tests.fakes import GiB, lost_gpu, make_gpu, make_snapshot
 

@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from gputop.history import METRICS, History
-from gputop.model import ProcessRow, ProcInfo, ProcState, Snapshot
+from gputop.engine.history import METRICS, History
+from gputop.engine.model import ProcessRow, ProcInfo, ProcState, Snapshot
 from tests.fakes import GiB, lost_gpu, make_gpu, make_snapshot
 
 

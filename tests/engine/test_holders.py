@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.holders import NOT_ROOT_NOTE, held_by, scan_holders
+from gputop.engine.holders import NOT_ROOT_NOTE, held_by, scan_holders
 from tests.engine.spawn import HOLD, MAP_AND_CLOSE, Spawner
 
 

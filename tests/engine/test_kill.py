@@ -12,8 +12,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from gputop.engine.kill import Killer, Plan, ProcIdentity, Refusal, Signal, TargetFacts, decide
 from gputop.errors import UsageError
-from gputop.kill import Killer, Plan, ProcIdentity, Refusal, Signal, TargetFacts, decide
 from tests.engine.spawn import IGNORE_TERM, PY, TREE, ZOMBIE_PARENT, Spawner, status_of, wait_until
 
 ME, MY_PARENT = 5000, 4999

@@ -8,9 +8,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from gputop.enrich import enrich
-from gputop.model import ProcState, Snapshot
-from gputop.sampler import Sampler
+from gputop.engine.enrich import enrich
+from gputop.engine.model import ProcState, Snapshot
+from gputop.engine.sampler import Sampler
 from tests.engine.spawn import Spawner
 
 MiB = 1024**2

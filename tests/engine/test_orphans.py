@@ -11,10 +11,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gputop.enrich import enrich, is_orphaned, reparented
-from gputop.holders import scan_holders
-from gputop.model import ProcessRow, ProcInfo, ProcState
-from gputop.procs import is_namespace_init, session
+from gputop.engine.enrich import enrich, is_orphaned, reparented
+from gputop.engine.holders import scan_holders
+from gputop.engine.model import ProcessRow, ProcInfo, ProcState
+from gputop.engine.procs import is_namespace_init, session
 from tests.engine.spawn import (
     DAEMON,
     JOB_OWN_GROUP,

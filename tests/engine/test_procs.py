@@ -10,8 +10,7 @@ from dataclasses import replace
 import psutil
 import pytest
 
-from gputop.errors import GputopError
-from gputop.procs import (
+from gputop.engine.procs import (
     ProcReader,
     children,
     environment,
@@ -19,7 +18,8 @@ from gputop.procs import (
     parent_chain,
     read_proc,
 )
-from gputop.sanitize import clean
+from gputop.engine.sanitize import clean
+from gputop.errors import GputopError
 from tests.engine.spawn import PY, ZOMBIE_PARENT, Spawner, status_of, wait_until
 
 

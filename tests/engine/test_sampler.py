@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gputop.model import ProcState, Snapshot
-from gputop.sampler import Sampler
+from gputop.engine.model import ProcState, Snapshot
+from gputop.engine.sampler import Sampler
 from tests.engine.spawn import HOLD, Spawner, wait_until
 from tests.fakes import FakeSource, GiB, make_gpu, make_snapshot
 

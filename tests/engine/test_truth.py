@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from gputop import sim
-from gputop.enrich import enrich
-from gputop.holders import scan_holders
-from gputop.model import GpuState, ProcessRow, ProcessType, ProcState, Snapshot
+from gputop.engine.enrich import enrich
+from gputop.engine.holders import scan_holders
+from gputop.engine.model import GpuState, ProcessRow, ProcessType, ProcState, Snapshot
 from tests.engine.spawn import HOLD, Spawner
 
 MiB = 1024**2

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gputop.export_http import MetricsServer
-from gputop.export_prom import SnapshotCollector, make_registry
-from gputop.sampler import Sampler
-from gputop.source import Source
+from gputop.engine.sampler import Sampler
+from gputop.engine.source import Source
+from gputop.export.http import MetricsServer
+from gputop.export.prom import SnapshotCollector, make_registry
 
 REPO = Path(__file__).resolve().parents[2]
 SERVING = re.compile(r"serving http://(\S+)/metrics")

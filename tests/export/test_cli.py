@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from gputop.cli import main
+from gputop.commands.export import exposure_note, parse_listen
 from gputop.errors import UsageError
 from gputop.sim import load_scenario
-from gputop.views.exporter import exposure_note, parse_listen
 from tests.export.conftest import REPO, exporter_process, http_get, samples
 
 

@@ -10,9 +10,9 @@ import urllib.request
 
 import pytest
 
-from gputop import export_http
-from gputop.export_http import MetricsServer
-from gputop.export_prom import SnapshotCollector, make_registry
+from gputop.export import http as export_http
+from gputop.export.http import MetricsServer
+from gputop.export.prom import SnapshotCollector, make_registry
 from tests.conftest import SimFactory
 from tests.export.conftest import Served
 

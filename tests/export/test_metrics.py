@@ -7,9 +7,9 @@ from dataclasses import replace
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gputop.export_metrics import DCGM_FIELDS, Family, snapshot_families
-from gputop.export_prom import SnapshotCollector, make_registry
-from gputop.model import GpuProcess, ProcessRow, ProcessType, ProcInfo, ProcState, Snapshot
+from gputop.engine.model import GpuProcess, ProcessRow, ProcessType, ProcInfo, ProcState, Snapshot
+from gputop.export.metrics import DCGM_FIELDS, Family, snapshot_families
+from gputop.export.prom import SnapshotCollector, make_registry
 from tests.export.conftest import samples
 from tests.fakes import GiB, lost_gpu, make_gpu, make_snapshot
 

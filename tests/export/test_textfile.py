@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from gputop.engine.model import Snapshot
 from gputop.errors import UsageError
-from gputop.export_prom import TEXTFILE_NAME, SnapshotCollector, TextfileWriter, make_registry
-from gputop.model import Snapshot
+from gputop.export.prom import TEXTFILE_NAME, SnapshotCollector, TextfileWriter, make_registry
 from tests.fakes import make_gpu, make_snapshot
 
 SMALL = make_snapshot(gpus=tuple(make_gpu(i) for i in range(2)))

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import replace
 from typing import Any
 
-from gputop.model import ProcessRow, ProcessType, ProcInfo, ProcState, Snapshot
+from gputop.engine.model import ProcessRow, ProcessType, ProcInfo, ProcState, Snapshot
 from gputop.ui.app import GputopApp, make_app
 from gputop.ui.messages import SnapshotReady
 from tests.fakes import GiB, make_snapshot

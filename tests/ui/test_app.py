@@ -10,8 +10,8 @@ from typing import Any
 
 from textual.pilot import Pilot
 
-from gputop.model import Snapshot, SystemInfo
-from gputop.source import Source
+from gputop.engine.model import Snapshot, SystemInfo
+from gputop.engine.source import Source
 from gputop.ui import rows as R
 from gputop.ui.app import GputopApp, make_app
 from gputop.ui.messages import SnapshotReady
@@ -300,7 +300,7 @@ def test_pause_freezes_the_display_and_resumes() -> None:
 
 
 class RecordingSampler:
-    """Stands in for gputop.sampler.Sampler: emits one snapshot from its own thread."""
+    """Stands in for gputop.engine.sampler.Sampler: emits one snapshot from its own thread."""
 
     def __init__(
         self, source: Source, on_snapshot: Callable[[Snapshot], None], interval_s: float

@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 
 from gputop import glyphs
-from gputop.model import ProcInfo
+from gputop.commands.once import OnceOptions, render_once
+from gputop.engine.model import ProcInfo
 from gputop.ui import text
 from gputop.ui.app import make_app
-from gputop.ui.driver import CalmLinuxDriver
-from gputop.views.once import OnceOptions, render_once
-from tests.oneshot.helpers import enriched_snapshot
+from gputop.ui.paint.driver import CalmLinuxDriver
+from tests.commands.helpers import enriched_snapshot
 from tests.pty_terminal import ROOT, on_terminal
 
 SHOW_ALL = ["-c", "-p", "-u", "-F", "-P"]

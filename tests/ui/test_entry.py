@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-import gputop.source
+import gputop.engine.source
 from gputop.errors import UsageError
 from gputop.ui import run_dashboard
 from gputop.ui.app import GputopApp
@@ -32,7 +32,9 @@ def args(**overrides: Any) -> argparse.Namespace:
 @pytest.fixture
 def fake_source(monkeypatch: pytest.MonkeyPatch) -> FakeSource:
     source = FakeSource()
-    monkeypatch.setattr(gputop.source, "source_from_args", lambda a, fallback_to_demo=False: source)
+    monkeypatch.setattr(
+        gputop.engine.source, "source_from_args", lambda a, fallback_to_demo=False: source
+    )
     return source
 
 
@@ -64,7 +66,7 @@ def test_unknown_theme_is_a_usage_error_before_the_driver_is_opened(
     def no_source(*a: Any, **k: Any) -> None:
         raise AssertionError("the source must not be opened")
 
-    monkeypatch.setattr(gputop.source, "source_from_args", no_source)
+    monkeypatch.setattr(gputop.engine.source, "source_from_args", no_source)
     with pytest.raises(UsageError, match="unknown theme 'nope'"):
         run_dashboard(args(theme="nope"))
 

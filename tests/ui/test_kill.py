@@ -14,7 +14,7 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Button, Checkbox
 
-from gputop.model import ProcessRow, ProcState
+from gputop.engine.model import ProcessRow, ProcState
 from gputop.ui.app import GputopApp, make_app
 from gputop.ui.bridge import current_user
 from gputop.ui.screens.confirm_kill import ConfirmKill

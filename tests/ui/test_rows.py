@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gputop.model import ProcState
+from gputop.engine.model import ProcState
 from gputop.ui import rows as R
 from tests.ui.data import BASE_WALL, SAMPLE_ROWS, proc_row
 

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 
-from gputop.model import Snapshot
+from gputop.engine.model import Snapshot
 from gputop.ui.app import GputopApp, make_app
-from gputop.ui.screenshots import demo_frames, feed, frozen_clock
 from gputop.ui.widgets.process_table import ProcessTable
+from tests.ui.scenes import demo_frames, feed, frozen_clock
 
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((200, 60), id="200x60")]
 

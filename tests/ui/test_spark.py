@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from gputop.history import History
+from gputop.engine.history import History
 from gputop.ui.spark import GpuSparks, PeakBuckets
 from gputop.ui.text import sparkline
 from tests.fakes import make_gpu, make_snapshot

@@ -10,8 +10,8 @@ from typing import Any
 
 from textual.pilot import Pilot
 
-from gputop.enrich import enrich
-from gputop.model import Snapshot
+from gputop.engine.enrich import enrich
+from gputop.engine.model import Snapshot
 from gputop.ui.app import GputopApp
 from gputop.ui.widgets.gpu_panel import GpuPanel
 from tests.engine.test_truth import FOREIGN_PID, box

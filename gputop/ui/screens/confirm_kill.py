@@ -10,8 +10,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, RadioButton, RadioSet, Static
 
-from gputop.kill import Killer, KillResult, ProcIdentity, Signal
-from gputop.model import ProcessRow
+from gputop.engine.kill import Killer, KillResult, ProcIdentity, Signal
+from gputop.engine.model import ProcessRow
 from gputop.ui import text
 
 GRACE_S = 2.0  # how long to wait for a process to exit before reporting "still running"

@@ -11,12 +11,12 @@ from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from gputop.format import GiB
-from gputop.history import History
-from gputop.model import GpuSample, Snapshot
+from gputop.engine.history import History
+from gputop.engine.model import GpuSample, Snapshot
 from gputop.ui import text
 from gputop.ui.widgets.gpu_panel import title
 from gputop.ui.widgets.plot import HistoryPlot
+from gputop.units import GiB
 
 # (widget id, title, unit, {series label: (metric, scale)}, fixed top or None)
 CHARTS: tuple[tuple[str, str, str, dict[str, tuple[str, float]], float | None], ...] = (

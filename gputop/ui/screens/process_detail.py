@@ -12,11 +12,11 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from gputop import procs
+from gputop.engine import procs
+from gputop.engine.holders import held_by
+from gputop.engine.kill import SENDING, AuditEntry
+from gputop.engine.model import ProcessRow, ProcInfo
 from gputop.errors import GputopError
-from gputop.holders import held_by
-from gputop.kill import SENDING, AuditEntry
-from gputop.model import ProcessRow, ProcInfo
 from gputop.ui import text
 
 ENV_FIRST = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")

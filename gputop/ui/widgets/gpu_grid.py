@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from textual.containers import ScrollableContainer
 
-from gputop.history import History
-from gputop.model import Snapshot
+from gputop.engine.history import History
+from gputop.engine.model import Snapshot
 from gputop.ui.widgets.gpu_panel import PANEL_HEIGHT, Density, GpuPanel
 
 MIN_PANEL_WIDTH = {Density.FULL: 48, Density.COMPACT: 100, Density.MINI: 80}

@@ -19,14 +19,14 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
-from gputop import format as fmt
-from gputop.format import Level
-from gputop.history import History
-from gputop.model import GpuSample, GpuState
+from gputop import units as fmt
+from gputop.engine.history import History
+from gputop.engine.model import GpuSample, GpuState
 from gputop.ui import text
-from gputop.ui.framed_lines import FramedLines
-from gputop.ui.line import Line
+from gputop.ui.paint.framed_lines import FramedLines
+from gputop.ui.paint.line import Line
 from gputop.ui.spark import GpuSparks
+from gputop.units import Level
 
 
 class Density(StrEnum):

@@ -1,7 +1,7 @@
 """The one-line header: host, driver, CUDA, GPU count, interval, last sample time, markers.
 
-Painted through a cached Line strip (see gputop.ui.line and gputop.ui.framed_lines): it changes
-every tick (the sample time), and Textual's rich-text pipeline cost more than the rest of it.
+Painted through a cached Line strip (see gputop.ui.paint): it changes every tick (the sample
+time), and Textual's rich-text pipeline cost more than the rest of it.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
-from gputop.model import Snapshot
+from gputop.engine.model import Snapshot
 from gputop.ui import text
-from gputop.ui.framed_lines import FramedLines
-from gputop.ui.line import Line
+from gputop.ui.paint.framed_lines import FramedLines
+from gputop.ui.paint.line import Line
 
 
 class HeaderBar(FramedLines, Widget):

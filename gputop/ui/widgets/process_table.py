@@ -19,10 +19,10 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from gputop.model import ProcessRow, Snapshot
+from gputop.engine.model import ProcessRow, Snapshot
 from gputop.ui import rows as R
-from gputop.ui.bare_strip import bare_strip
-from gputop.ui.framed_lines import FramedLines
+from gputop.ui.paint.bare_strip import bare_strip
+from gputop.ui.paint.framed_lines import FramedLines
 
 GAP = 2  # spaces between columns
 

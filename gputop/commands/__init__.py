@@ -1,0 +1,1 @@
+"""The commands: once, json, doctor, query, dmon and export, each a view of the engine."""

@@ -1,0 +1,184 @@
+"""`gputop doctor`: a plain-text diagnosis of stuck GPU processes and unattributed memory.
+
+Exit 0 when nothing is stuck; 1 when a process holds a GPU without working (holder, defunct,
+orphan, stopped) or a GPU has memory in use that no listed process accounts for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass
+
+from gputop import glyphs
+from gputop import units as fmt
+from gputop.engine.enrich import attributed_memory_bytes, enrich, unattributed_tolerance_bytes
+from gputop.engine.holders import HolderScan, scan_holders
+from gputop.engine.model import GpuSample, GpuState, ProcessRow, ProcState, Snapshot
+from gputop.errors import UsageError
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Diagnosis:
+    """What doctor found: the text to print and whether anything is stuck."""
+
+    text: str
+    stuck_processes: tuple[ProcessRow, ...]
+    unattributed: tuple[tuple[int, int], ...]
+
+    @property
+    def exit_code(self) -> int:
+        """0: healthy; 1: something is stuck."""
+        return 1 if self.stuck_processes or self.unattributed else 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of `gputop doctor`."""
+    parser.add_argument(
+        "--dev-dir",
+        default=None,
+        metavar="DIR",
+        help="directory holding the nvidia* device files (default /dev; the demo's own folder)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Read the box once, print the diagnosis, return 0 (healthy) or 1 (something stuck)."""
+    from gputop.engine.source import (
+        source_from_args,  # local: the driver only when the command runs
+    )
+
+    source = source_from_args(args, fallback_to_demo=False)
+    try:
+        snapshot = source.snapshot()
+    finally:
+        source.close()
+    dev_dir = getattr(args, "dev_dir", None) or source.dev_dir
+    if not os.path.isdir(dev_dir):
+        raise UsageError(f"--dev-dir {dev_dir}: not a directory")
+    holders = scan_holders(dev_dir)
+    diagnosis = diagnose(enrich(snapshot, holders=holders), holders)
+    # Commands and names may hold characters an ISO-8859-1 or ASCII stdout cannot encode.
+    sys.stdout.write(glyphs.safe_text(diagnosis.text, glyphs.output_encoding(sys.stdout)))
+    return diagnosis.exit_code
+
+
+def _mib(value: int | None) -> str:
+    return "N/A" if value is None else f"{fmt.whole_mib(value):,} MiB"
+
+
+def _is_forked_worker(row: ProcessRow, active_pids: set[int]) -> bool:
+    """A holder whose parent is an active GPU process: a worker that inherited the device fds."""
+    return row.state is ProcState.HOLDER and row.info.ppid in active_pids
+
+
+def fix_command(row: ProcessRow) -> str:
+    """The shell command that would clean this process up."""
+    pid = row.pid
+    if row.state is ProcState.DEFUNCT:
+        ppid = row.info.ppid
+        if not ppid or ppid == 1:
+            return f"# PID {pid} waits for init to reap it; if it stays, it is stuck in the kernel"
+        return f"kill -TERM {ppid}   # the parent; a zombie cannot be killed, it must be reaped"
+    if row.state is ProcState.STOPPED:
+        return f"kill -CONT {pid}   # resume it, or: kill -KILL {pid}"
+    return f"kill -TERM {pid}   # then, if it does not exit: kill -KILL {pid}"
+
+
+def _gpu_line(gpu: GpuSample, unattributed: dict[int, int]) -> str:
+    head = f"GPU {gpu.index}  {gpu.name or 'unknown'}"
+    if gpu.state is not GpuState.OK:
+        return f"{head}: {gpu.state.value.upper()} ({gpu.error or 'no reason given'})"
+    listed = len(gpu.processes)
+    line = (
+        f"{head}: used {_mib(gpu.memory_used_bytes)}, attributed "
+        f"{_mib(attributed_memory_bytes(gpu))} to {listed} process{'es' if listed != 1 else ''}"
+    )
+    if gpu.index in unattributed:
+        line += (
+            f"\n  UNATTRIBUTED {_mib(unattributed[gpu.index])} (beyond the driver's "
+            f"{_mib(unattributed_tolerance_bytes(gpu))} allowance): no listed process accounts "
+            "for it; a stuck worker or a process in another container holds it"
+        )
+    return line
+
+
+def _process_lines(row: ProcessRow) -> list[str]:
+    info = row.info
+    states = "+".join(s.value for s in row.states)
+    gpus = ",".join(str(i) for i in row.gpu_indices) or "-"
+    lines = [
+        f"  PID {row.pid}  [{states}]  user {info.user or '?'}  GPU {gpus}  "
+        f"mem {_mib(row.used_memory_bytes)}  {info.command or '?'}"
+    ]
+    if row.device_files:
+        lines.append(f"      holds {', '.join(row.device_files)}")
+    if row.parent_note:
+        lines.append(f"      {row.parent_note}")
+    if info.note and info.visible:
+        lines.append(f"      note: {info.note}")
+    return lines
+
+
+def diagnose(snapshot: Snapshot, holders: HolderScan | None = None) -> Diagnosis:
+    """The doctor's report for an enriched snapshot (pure apart from the text it builds)."""
+    active = {r.pid for r in snapshot.processes if ProcState.ACTIVE in r.states}
+    workers = [r for r in snapshot.processes if _is_forked_worker(r, active)]
+    stuck = [r for r in snapshot.processes if r.stuck and r not in workers]
+    unattributed = dict(snapshot.unattributed_memory_bytes)
+    out = [f"gputop doctor: {snapshot.system.hostname}, driver {snapshot.system.driver_version}"]
+    if snapshot.system.simulated:
+        out[0] += " (SIMULATED)"
+    if holders is not None:
+        out.append(f"holder scan: {holders.scanned} processes, {len(holders.holders)} hold a GPU")
+    if snapshot.holder_scan_note:
+        out.append(f"note: {snapshot.holder_scan_note}")
+    out.append("")
+    out.extend(_gpu_line(g, unattributed) for g in snapshot.gpus)
+    out.extend(_section("Stuck processes", stuck, with_fix=True))
+    out.extend(
+        _section("Workers forked from active GPU processes (released when they exit)", workers)
+    )
+    on_lost = [r for r in snapshot.processes if r.state is ProcState.ON_LOST_GPU]
+    out.extend(_section("On a lost GPU (not counted as stuck: reboot to recover the GPU)", on_lost))
+    hidden = [r for r in snapshot.processes if ProcState.NAMESPACE in r.states]
+    if hidden:
+        out.append("")
+        out.append(f"{len(hidden)} process(es) listed by the driver are not visible here")
+        out.append(
+            f"  ({hidden[0].info.note}): "
+            + ", ".join(f"{r.pid} ({r.info.name})" if r.info.name else str(r.pid) for r in hidden)
+        )
+    out.append("")
+    out.append(_verdict(len(stuck), len(unattributed)))
+    return Diagnosis(
+        text="\n".join(out) + "\n",
+        stuck_processes=tuple(stuck),
+        unattributed=tuple(unattributed.items()),
+    )
+
+
+def _section(title: str, rows: list[ProcessRow], *, with_fix: bool = False) -> list[str]:
+    if not rows:
+        return []
+    lines = ["", f"{title} ({len(rows)}):"]
+    for row in rows:
+        lines.extend(_process_lines(row))
+        if with_fix:
+            lines.append(f"      fix: {fix_command(row)}")
+    return lines
+
+
+def _verdict(stuck: int, unattributed: int) -> str:
+    if not stuck and not unattributed:
+        return "OK: nothing stuck."
+    parts = []
+    if stuck:
+        parts.append(f"{stuck} stuck process{'es' if stuck != 1 else ''}")
+    if unattributed:
+        parts.append(
+            f"{unattributed} GPU{'s' if unattributed != 1 else ''} with unattributed memory"
+        )
+    hint = "" if os.geteuid() == 0 else " (not root: some holders may be missing)"
+    return "STUCK: " + ", ".join(parts) + hint + "."

@@ -1,0 +1,302 @@
+"""``gputop --once``: one line per GPU in the spirit of ``gpustat -cp`` (no Textual here).
+
+Layout::
+
+    host  2026-11-22 18:54:09  driver 550.54.15  CUDA 12.4  DEMO
+    [0]   NVIDIA A100-SXM4-80GB | 61°C,  85 % | 61234 / 81920 MiB | alice:python/1234(20480M)
+    [2→0] NVIDIA L40S           | 52°C,  35 % | 20480 / 46068 MiB | serve(18000M)
+
+``[2→0]``: NVML index 2 is CUDA device 0 in a program started from this shell (shown only when
+CUDA_VISIBLE_DEVICES or CUDA_DEVICE_ORDER make the two differ; ``→-`` means CUDA will not see it).
+A process is ``[user:]name[/pid](memory)`` (``-u``; ``-c`` for the full command; ``-p``),
+followed by its state in brackets when it is not simply active (e.g. ``[holder]``). Lines never
+exceed the width: the process list ends in ``…+N`` and, if needed, the name is shortened.
+Where stdout cannot carry Unicode (an ISO-8859-1 or ASCII locale), ``->``, ``...`` and ``61C``
+stand in for the glyphs, and any other character it cannot encode becomes an ASCII stand-in.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from gputop import glyphs
+from gputop import units as fmt
+from gputop.engine.model import GpuSample, GpuState, ProcessRow, ProcState, Snapshot
+from gputop.glyphs import Glyphs
+from gputop.units import Level
+
+_MIN_PARTIAL = 8  # a process token cut shorter than this says nothing
+_LEVEL_STYLE = {Level.OK: "32", Level.WARN: "33", Level.HOT: "91", Level.CRIT: "1;31"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OnceOptions:
+    """What ``--once`` shows; ``width`` None means the terminal's width.
+
+    ``encoding``: what the text will be encoded as (None: what stdout can carry); it decides
+    between Unicode glyphs and ASCII stand-ins.
+    """
+
+    show_cmd: bool = False
+    show_pid: bool = False
+    show_user: bool = False
+    show_fan: bool = False
+    show_power: bool = False
+    color: bool = False
+    width: int | None = None
+    encoding: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Seg:
+    """A run of text with one ANSI SGR style ("" for none)."""
+
+    text: str
+    style: str = ""
+
+
+_Line = list[_Seg]
+
+
+def _length(line: _Line) -> int:
+    return sum(len(s.text) for s in line)
+
+
+def _paint(line: _Line, color: bool) -> str:
+    if not color:
+        return "".join(s.text for s in line)
+    return "".join(f"\x1b[{s.style}m{s.text}\x1b[0m" if s.style else s.text for s in line)
+
+
+def _clip(line: _Line, width: int, ellipsis: str) -> _Line:
+    """The line cut to ``width`` characters, ending in an ellipsis when something was cut."""
+    if _length(line) <= width:
+        return line
+    room = max(width - len(ellipsis), 0)
+    out: _Line = []
+    for seg in line:
+        if room <= 0:
+            break
+        out.append(_Seg(seg.text[:room], seg.style))
+        room -= len(out[-1].text)
+    if width > 0:
+        out.append(_Seg(ellipsis[:width]))
+    return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Proc:
+    """One process as the --once line needs it, from either source of process data."""
+
+    pid: int
+    user: str | None = None
+    name: str | None = None  # the short command name, e.g. "python"
+    used_memory_bytes: int | None = None
+    state: ProcState = ProcState.ACTIVE
+
+
+def _row_memory(row: ProcessRow, gpu: GpuSample) -> int | None:
+    """This GPU's share: NVML's per-GPU figure when listed, else the row's (single-GPU) sum."""
+    for proc in gpu.processes:
+        if proc.pid == row.pid:
+            return proc.used_memory_bytes
+    return row.used_memory_bytes if len(row.gpu_indices) <= 1 else None
+
+
+def _procs_for(gpu: GpuSample, snapshot: Snapshot) -> list[_Proc]:
+    """The GPU's processes: enriched rows when the snapshot has them, else NVML's bare list."""
+    if not snapshot.processes:
+        return [_Proc(pid=p.pid, used_memory_bytes=p.used_memory_bytes) for p in gpu.processes]
+    return [
+        _Proc(
+            pid=row.pid,
+            user=row.info.user,
+            name=row.info.name or _basename(row.info.cmdline),
+            used_memory_bytes=_row_memory(row, gpu),
+            state=row.state,
+        )
+        for row in snapshot.processes
+        if gpu.index in row.gpu_indices
+    ]
+
+
+def _basename(cmdline: tuple[str, ...]) -> str | None:
+    return os.path.basename(cmdline[0]) or None if cmdline else None
+
+
+def _proc_token(proc: _Proc, options: OnceOptions) -> _Line:
+    """gpustat's ``user:command/pid(memory)``; just ``pid(memory)`` when the OS told nothing."""
+    token: _Line = []
+    if proc.user is None and proc.name is None:
+        token.append(_Seg(str(proc.pid), "90"))
+    else:
+        if options.show_user or not options.show_cmd:
+            token.append(_Seg(proc.user or "?", "1"))
+        if options.show_cmd:
+            token += [_Seg(":")] if token else []
+            token.append(_Seg(proc.name or "?", "34"))
+        if options.show_pid:
+            token += [_Seg("/"), _Seg(str(proc.pid), "90")]
+    used = proc.used_memory_bytes
+    memory = "N/A" if used is None else f"{fmt.whole_mib(used)}M"
+    token += [_Seg("("), _Seg(memory, "33"), _Seg(")")]
+    if proc.state is not ProcState.ACTIVE:
+        token.append(_Seg(f"[{proc.state.value}]", "1;31"))
+    return token
+
+
+def _fit_tokens(head: _Line, tokens: list[_Line], width: int, ellipsis: str) -> _Line:
+    """head + as many tokens as fit, then "…+N" for the rest.
+
+    When the first token fits only without the count, it is followed by a bare "…"; when not
+    even it fits whole, as much of it as fits is shown, ending in "…".
+    """
+    line = list(head)
+    for i, token in enumerate(tokens):
+        rest = len(tokens) - i - 1
+        reserve = 0 if rest == 0 else len(f" {ellipsis}+{rest}")
+        if _length(line) + 1 + _length(token) + reserve <= width:
+            line += [_Seg(" "), *token]
+            continue
+        room = width - _length(line) - 1
+        if i == 0 and rest and _length(token) + len(f" {ellipsis}") <= room:
+            return [*line, _Seg(" "), *token, _Seg(f" {ellipsis}")]
+        if i == 0 and room >= _MIN_PARTIAL:
+            return [*line, _Seg(" "), *_clip(token, room, ellipsis)]
+        more = f" {ellipsis}+{len(tokens) - i}"
+        return [*line, _Seg(more)] if _length(line) + len(more) <= width else line
+    return line
+
+
+def _index_label(gpu: GpuSample, show_cuda: bool, arrow: str) -> str:
+    if not show_cuda:
+        return f"[{gpu.index}]"
+    cuda = "-" if gpu.cuda_index is None else str(gpu.cuda_index)
+    return f"[{gpu.index}{arrow}{cuda}]"
+
+
+def _show_cuda(gpus: tuple[GpuSample, ...]) -> bool:
+    """True when a healthy GPU's CUDA index differs from its NVML index (and any is known).
+
+    LOST/ERROR GPUs do not count: their CUDA index may simply be unknown.
+    """
+    healthy = [g for g in gpus if g.state is GpuState.OK]
+    if all(g.cuda_index is None for g in healthy):
+        return False
+    return any(g.cuda_index != g.index for g in healthy)
+
+
+def _metrics(gpu: GpuSample, options: OnceOptions, g: Glyphs) -> _Line:
+    """``61°C,  40 %,  85 %,  250 / 400 W | 61234 / 81920 MiB`` with level styles."""
+    temp_level = fmt.temperature_level(gpu.temperature_c, gpu.temperature_slowdown_c)
+    parts = [_Seg(fmt.temperature(gpu.temperature_c, g.degree).rjust(4), _LEVEL_STYLE[temp_level])]
+    if options.show_fan:
+        fan = gpu.fan_speed_percent
+        parts += [_Seg(", "), _Seg(_pct(fan), "36")]
+    util = gpu.utilization_gpu_percent
+    parts += [_Seg(", "), _Seg(_pct(util), _LEVEL_STYLE[fmt.utilization_level(util)])]
+    if options.show_power:
+        level = fmt.power_level(gpu.power_draw_mw, gpu.power_limit_mw)
+        draw, limit = fmt.watts(gpu.power_draw_mw), fmt.watts(gpu.power_limit_mw)
+        power = f"{draw.removesuffix('W'):>3} / {limit.removesuffix('W'):>3} W"
+        parts += [_Seg(", "), _Seg(power, _LEVEL_STYLE[level])]
+    used, total = gpu.memory_used_bytes, gpu.memory_total_bytes
+    memory = f"{fmt.mib_number(used).rjust(5)} / {fmt.mib_number(total).rjust(5)} MiB"
+    parts += [_Seg(" | "), _Seg(memory, _LEVEL_STYLE[fmt.memory_level(used, total)])]
+    return parts
+
+
+def _pct(value: int | None) -> str:
+    return "N/A".rjust(5) if value is None else f"{value:3d} %"
+
+
+def _tokens(gpu: GpuSample, snapshot: Snapshot, options: OnceOptions) -> list[_Line]:
+    """The GPU's process tokens, then its unattributed memory (a stuck holder's trace)."""
+    tokens = [_proc_token(p, options) for p in _procs_for(gpu, snapshot)]
+    unattributed = dict(snapshot.unattributed_memory_bytes).get(gpu.index)
+    if unattributed:
+        tokens.append([_Seg(f"(+{fmt.whole_mib(unattributed)}M unattributed)", "1;33")])
+    return tokens
+
+
+def _gpu_head(gpu: GpuSample, options: OnceOptions, g: Glyphs, label: str, name: str) -> _Line:
+    """Everything before the process list (the whole line for a LOST/ERROR GPU)."""
+    head: _Line = [_Seg(label, "36"), _Seg(" "), _Seg(name, "34"), _Seg(" | ")]
+    if gpu.state is not GpuState.OK:
+        reason = f" ({gpu.error})" if gpu.error else ""
+        return [*head, _Seg(f"{gpu.state.value.upper()}{reason}", "1;31")]
+    return head + _metrics(gpu, options, g)
+
+
+def _gpu_line(head: _Line, tokens: list[_Line], width: int, ellipsis: str) -> _Line:
+    if not tokens:
+        return _clip(head, width, ellipsis)
+    line = _fit_tokens([*head, _Seg(" |")], tokens, width, ellipsis)
+    return _clip(line, width, ellipsis)
+
+
+def _header(snapshot: Snapshot) -> _Line:
+    system = snapshot.system
+    when = datetime.fromtimestamp(snapshot.taken_at_wall).strftime("%Y-%m-%d %H:%M:%S")
+    line: _Line = [_Seg(system.hostname, "1"), _Seg(f"  {when}")]
+    line.append(_Seg(f"  driver {fmt.text(system.driver_version)}"))
+    if system.cuda_driver_version:
+        line.append(_Seg(f"  CUDA {system.cuda_driver_version}"))
+    if system.simulated:
+        line.append(_Seg("  DEMO", "1;35"))
+    if snapshot.stale_s is not None:
+        line.append(_Seg(f"  STALE {fmt.duration(snapshot.stale_s)}", "1;31"))
+    return line
+
+
+def _name_width(
+    gpus: tuple[GpuSample, ...],
+    tokens: list[list[_Line]],
+    fixed_w: int,
+    options: OnceOptions,
+    g: Glyphs,
+) -> int:
+    """Names share one width, shortened so the readings and a "| …+N" marker still fit."""
+    widest = max((len(fmt.text(g.name)) for g in gpus), default=0)
+    needed = 0
+    for gpu, gpu_tokens in zip(gpus, tokens, strict=True):
+        more = len(f" | {g.ellipsis}+{len(gpu_tokens)}") if gpu_tokens else 0
+        metrics = _length(_metrics(gpu, options, g)) if gpu.state is GpuState.OK else 0
+        needed = max(needed, metrics + more)
+    room = (options.width or 80) - fixed_w - needed
+    return max(min(widest, room), 4)
+
+
+def render_once(snapshot: Snapshot, options: OnceOptions) -> str:
+    """The ``--once`` text: a header line, then one line per GPU; ends with a newline."""
+    if options.width is None:
+        options = replace(options, width=max(shutil.get_terminal_size().columns, 1))
+    encoding = options.encoding or glyphs.output_encoding(sys.stdout)
+    g = glyphs.for_encoding(encoding)
+    width = options.width or 80
+    gpus = snapshot.gpus
+    show_cuda = _show_cuda(gpus)
+    labels = [_index_label(gpu, show_cuda, g.arrow) for gpu in gpus]
+    label_w = max((len(label) for label in labels), default=0)
+    tokens = [_tokens(gpu, snapshot, options) for gpu in gpus]
+    name_w = _name_width(gpus, tokens, label_w + len(" ") + len(" | "), options, g)
+    lines = [_clip(_header(snapshot), width, g.ellipsis)]
+    for gpu, label, gpu_tokens in zip(gpus, labels, tokens, strict=True):
+        name = _fit_name(fmt.text(gpu.name), name_w, g.ellipsis)
+        head = _gpu_head(gpu, options, g, label.ljust(label_w), name)
+        lines.append(_gpu_line(head, gpu_tokens, width, g.ellipsis))
+    if not gpus:
+        lines.append(_clip([_Seg("no NVIDIA GPU found")], width, g.ellipsis))
+    text = "".join(_paint(line, options.color) + "\n" for line in lines)
+    return glyphs.safe_text(text, encoding)  # names and commands may hold anything
+
+
+def _fit_name(name: str, width: int, ellipsis: str) -> str:
+    """``name`` padded to ``width``, or cut to it ending in ``ellipsis``."""
+    if len(name) <= width:
+        return name.ljust(width)
+    return name[: max(width - len(ellipsis), 0)] + ellipsis  # width is at least 4

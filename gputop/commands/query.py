@@ -1,0 +1,327 @@
+"""``gputop query``: an nvidia-smi ``--query-gpu`` / ``--query-compute-apps`` compatible logger.
+
+Same field names, headers and value text as nvidia-smi (see :mod:`gputop.commands.query_fields`), so
+existing parsers keep working; ``--format=json`` writes one JSON object per row instead. Samples
+are taken on a fixed schedule (no drift), every line is flushed, Ctrl-C ends cleanly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import IO
+
+from gputop.argtypes import (
+    INTERVAL_BOUNDS_HELP,
+    interval_milliseconds,
+    interval_seconds,
+    positive_int,
+)
+from gputop.commands.query_fields import (
+    AppField,
+    AppRow,
+    Field,
+    app_text,
+    field_text,
+    gpu_value,
+    help_text,
+    parse_app_fields,
+    parse_gpu_fields,
+    wanted_readings,
+)
+from gputop.commands.schedule import run_on_schedule
+from gputop.engine.model import GpuSample, ProcessType, Snapshot
+from gputop.engine.sanitize import json_safe
+from gputop.engine.source import Source, source_from_args
+from gputop.errors import UsageError
+
+DEFAULT_LOOP_S = 5.0  # nvidia-smi's -l without a value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options as nvidia-smi spells them, plus --count and --format=json."""
+    parser.add_argument("--query-gpu", metavar="FIELDS", help="comma-separated GPU fields")
+    parser.add_argument(
+        "--query-compute-apps", metavar="FIELDS", help="comma-separated compute process fields"
+    )
+    parser.add_argument(
+        "--format",
+        default="csv",
+        metavar="FMT",
+        help="csv[,noheader][,nounits] (as nvidia-smi), or json: one object per line",
+    )
+    parser.add_argument(
+        "-l",
+        "--loop",
+        nargs="?",
+        const=DEFAULT_LOOP_S,
+        type=interval_seconds,
+        metavar="SEC",
+        help=f"repeat every SEC seconds (default {DEFAULT_LOOP_S:g}; {INTERVAL_BOUNDS_HELP}) "
+        "until Ctrl-C",
+    )
+    parser.add_argument(
+        "-lms",
+        "--loop-ms",
+        type=interval_milliseconds,
+        metavar="MS",
+        help="repeat every MS ms (100 to 86400000)",
+    )
+    parser.add_argument("-f", "--filename", metavar="FILE", help="write to FILE, not stdout")
+    parser.add_argument(
+        "-i", "--id", metavar="IDS", help="only these GPUs: index, UUID or PCI bus id, comma list"
+    )
+    parser.add_argument("--count", type=positive_int, metavar="N", help="stop after N samples")
+    parser.add_argument(
+        "--help-query-gpu", action="store_true", help="list the supported --query-gpu fields"
+    )
+    parser.add_argument(
+        "--help-query-compute-apps",
+        action="store_true",
+        help="list the supported --query-compute-apps fields",
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutputFormat:
+    """What ``--format`` asked for."""
+
+    json: bool = False
+    header: bool = True
+    units: bool = True
+
+
+def parse_format(text: str) -> OutputFormat:
+    """``csv``, ``csv,noheader``, ``csv,nounits``, ``csv,noheader,nounits`` or ``json``."""
+    parts = [p.strip().lower() for p in text.split(",") if p.strip()]
+    if parts == ["json"]:
+        return OutputFormat(json=True, header=False, units=False)
+    if not parts or parts[0] != "csv" or set(parts[1:]) - {"noheader", "nounits"}:
+        raise UsageError(f"unknown --format {text!r}: use csv[,noheader][,nounits] or json")
+    return OutputFormat(header="noheader" not in parts, units="nounits" not in parts)
+
+
+def _bus_key(text: str) -> tuple[int, int, int, int] | None:
+    """``00000000:07:00.0`` or ``07:00.0`` as numbers, for comparing PCI bus ids."""
+    try:
+        rest, function = text.rsplit(".", 1)
+        parts = rest.split(":")
+        if len(parts) == 2:
+            parts.insert(0, "0")
+        if len(parts) != 3:
+            return None
+        domain, bus, device = (int(p, 16) for p in parts)
+        return domain, bus, device, int(function, 16)
+    except ValueError:
+        return None
+
+
+def _matches(gpu: GpuSample, wanted: str) -> bool:
+    if wanted.isdigit():
+        return gpu.index == int(wanted)
+    if gpu.uuid and wanted.lower() in (gpu.uuid.lower(), gpu.uuid.lower().removeprefix("gpu-")):
+        return True
+    key = _bus_key(wanted)
+    return key is not None and gpu.pci_bus_id is not None and key == _bus_key(gpu.pci_bus_id)
+
+
+def select_gpus(snapshot: Snapshot, ids: str | None) -> tuple[int, ...]:
+    """NVML indices for ``-i`` (all GPUs without it); UsageError naming an unknown id."""
+    if not ids:
+        return tuple(g.index for g in snapshot.gpus)
+    chosen: list[int] = []
+    for wanted in (w.strip() for w in ids.split(",") if w.strip()):
+        found = [g.index for g in snapshot.gpus if _matches(g, wanted)]
+        if not found:
+            raise UsageError(f"no GPU matches id {wanted!r} (use an index, UUID or PCI bus id)")
+        chosen.extend(i for i in found if i not in chosen)
+    return tuple(chosen)
+
+
+def process_name(pid: int) -> str | None:
+    """argv[0] of the process (what nvidia-smi shows), its name, or None when not visible."""
+    from gputop.engine.procs import read_proc  # psutil only for --query-compute-apps
+
+    info = read_proc(pid)
+    if not info.visible:
+        return None
+    return info.cmdline[0] if info.cmdline else info.name
+
+
+def app_rows(
+    snapshot: Snapshot, indices: Sequence[int], names: Callable[[int], str | None]
+) -> list[AppRow]:
+    """One row per compute context on the chosen GPUs (graphics-only contexts are left out).
+
+    A PID this namespace cannot see is named by the driver (nvmlSystemGetProcessName), as
+    nvidia-smi names it.
+    """
+    rows: list[AppRow] = []
+    for index in indices:
+        gpu = snapshot.gpu(index)
+        if gpu is None:
+            continue
+        rows.extend(
+            AppRow(process=p, gpu=gpu, process_name=names(p.pid) or p.driver_name)
+            for p in gpu.processes
+            if p.type is not ProcessType.GRAPHICS
+        )
+    return rows
+
+
+def csv_cell(value: str) -> str:
+    """``value`` as one CSV cell: quoted (RFC 4180) only when it holds a comma or a quote.
+
+    nvidia-smi never quotes, so plain values stay as it writes them; a process name with a comma
+    would otherwise add a column. Newlines cannot occur: names are cleaned where they are read.
+    """
+    if "," in value or '"' in value:
+        return '"' + value.replace('"', '""') + '"'
+    return value
+
+
+def gpu_lines(
+    snapshot: Snapshot, fields: Sequence[Field], indices: Sequence[int], fmt: OutputFormat
+) -> list[str]:
+    """The data lines of one sample of --query-gpu."""
+    lines: list[str] = []
+    for index in indices:
+        gpu = snapshot.gpu(index)
+        if gpu is None:
+            continue
+        if fmt.json:
+            record = {f.name: gpu_value(f, snapshot, gpu) for f in fields}
+            lines.append(json_safe(json.dumps(record, ensure_ascii=False)))
+        else:
+            lines.append(
+                ", ".join(csv_cell(field_text(f, snapshot, gpu, units=fmt.units)) for f in fields)
+            )
+    return lines
+
+
+def app_lines(
+    snapshot: Snapshot, fields: Sequence[AppField], rows: Sequence[AppRow], fmt: OutputFormat
+) -> list[str]:
+    """The data lines of one sample of --query-compute-apps."""
+    if fmt.json:
+        return [
+            json_safe(json.dumps({f.name: f.read(snapshot, r) for f in fields}, ensure_ascii=False))
+            for r in rows
+        ]
+    return [
+        ", ".join(csv_cell(app_text(f, snapshot, r, units=fmt.units)) for f in fields) for r in rows
+    ]
+
+
+@contextmanager
+def _output(filename: str | None) -> Iterator[IO[str]]:
+    if filename is None:
+        yield sys.stdout
+        return
+    try:
+        handle = open(filename, "w", encoding="utf-8")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise UsageError(f"cannot write {filename}: {exc.strerror or exc}") from None
+    try:
+        yield handle
+        handle.flush()
+    except OSError as exc:  # disk full, /dev/full, a file system gone read-only
+        raise UsageError(f"cannot write {filename}: {exc.strerror or exc}") from None
+    finally:
+        with contextlib.suppress(OSError):  # its flush failed above already
+            handle.close()
+
+
+def _interval_s(args: argparse.Namespace) -> float | None:
+    if args.loop_ms is not None:
+        return float(args.loop_ms) / 1000
+    return float(args.loop) if args.loop is not None else None
+
+
+def _lines_for(
+    args: argparse.Namespace, fmt: OutputFormat
+) -> tuple[str, Callable[[Snapshot, Sequence[int]], list[str]], Sequence[Field]]:
+    """(header line, sample -> data lines, the GPU fields to ask the driver for) for the query
+    asked for; UsageError first."""
+    if args.query_gpu and args.query_compute_apps:
+        raise UsageError("use one of --query-gpu or --query-compute-apps, not both")
+    try:
+        if args.query_gpu:
+            fields = parse_gpu_fields(args.query_gpu)
+            header = ", ".join(f.header for f in fields)
+            return header, lambda s, ix: gpu_lines(s, fields, ix, fmt), fields
+        if args.query_compute_apps:
+            apps = parse_app_fields(args.query_compute_apps)
+            header = ", ".join(f.header for f in apps)
+            return (
+                header,
+                lambda s, ix: app_lines(s, apps, app_rows(s, ix, process_name), fmt),
+                (),
+            )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    raise UsageError("nothing to query: give --query-gpu=FIELDS or --query-compute-apps=FIELDS")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print (or log to -f FILE) the asked-for fields once, or on a schedule with -l/-lms."""
+    if args.help_query_gpu or args.help_query_compute_apps:
+        sys.stdout.write(help_text(apps=not args.help_query_gpu))
+        return 0
+    fmt = parse_format(args.format)
+    header, lines_of, gpu_fields = _lines_for(args, fmt)
+    source = source_from_args(args)
+    try:
+        if gpu_fields:
+            ask_driver(source, gpu_fields)
+        return _log(source, args, fmt, header, lines_of)
+    finally:
+        source.close()
+
+
+def ask_driver(source: Source, fields: Sequence[Field]) -> None:
+    """Ask the source for the extra readings these fields need, before its first snapshot.
+
+    Only the fields asked for are read, and only here: the dashboard's snapshots never carry
+    them. A source without extra readings (a test's fake) is left as it is.
+    """
+    request = getattr(source, "request_probes", None)
+    if request is not None:
+        probes, explain = wanted_readings(fields)
+        request(probes, explain)
+
+
+def _log(
+    source: Source,
+    args: argparse.Namespace,
+    fmt: OutputFormat,
+    header: str,
+    lines_of: Callable[[Snapshot, Sequence[int]], list[str]],
+) -> int:
+    first: list[Snapshot] = [source.snapshot()]
+    indices = select_gpus(first[0], args.id)
+    with _output(args.filename) as out:
+        if fmt.header:
+            out.write(header + "\n")
+            out.flush()
+
+        def tick(k: int) -> None:
+            snapshot = first.pop() if first else source.snapshot()
+            for line in lines_of(snapshot, indices):
+                out.write(line + "\n")
+                out.flush()  # `| tee` and `tail -f` see each row at once
+
+        # Ctrl-C is how a loop ends: everything written so far is complete.
+        with contextlib.suppress(KeyboardInterrupt):
+            run_on_schedule(
+                tick,
+                interval_s=_interval_s(args),
+                count=args.count,
+                start=first[0].taken_at_mono,  # the first row is on the schedule too
+            )
+    return 0

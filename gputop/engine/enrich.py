@@ -1,0 +1,381 @@
+"""Join the driver's view (NVML process lists), the OS view (psutil) and the holder scan.
+
+The result is ``Snapshot.processes`` (one ProcessRow per GPU-related process, classified) and
+``Snapshot.unattributed_memory_bytes``. :func:`classify` is the pure core.
+
+Unattributed memory: per healthy GPU, ``memory_used_bytes`` minus the sum of the listed
+processes' ``used_memory_bytes``. The driver keeps some memory for itself, so it is reported only
+beyond a tolerance of ``max(256 MiB, 2 % of memory_total_bytes)``; the reported value is the whole
+difference, not the excess over the tolerance.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+
+import psutil
+
+from gputop.engine.history import History
+from gputop.engine.holders import DAEMON_NAMES, HolderScan, held_by
+from gputop.engine.model import (
+    GpuProcess,
+    GpuSample,
+    GpuState,
+    ProcessRow,
+    ProcessType,
+    ProcInfo,
+    ProcState,
+    Snapshot,
+)
+from gputop.engine.procs import (
+    ProcReader,
+    is_namespace_init,
+    not_visible,
+    process_group,
+    read_proc,
+    session,
+)
+from gputop.units import MiB
+
+TOLERANCE_MIN_BYTES = 256 * MiB
+TOLERANCE_FRACTION = 0.02
+
+_STOPPED = frozenset({psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProcFacts:
+    """Everything classify() needs to know about one process."""
+
+    listed: bool  # NVML lists a context for it
+    visible: bool  # psutil can see the PID in this namespace
+    status: str | None  # psutil status string
+    holds_device: bool  # has a device file open or mapped
+    orphaned: bool  # its parent exited and init or a subreaper adopted it (is_orphaned)
+    holds_lost_gpu: bool = False  # one of the files it holds is a lost GPU's
+
+
+def classify(facts: ProcFacts) -> tuple[ProcState, ...]:
+    """The states of one GPU-related process, most important first (pure)."""
+    if not facts.visible:
+        return (ProcState.NAMESPACE,)
+    states: list[ProcState] = []
+    if facts.status == psutil.STATUS_ZOMBIE:
+        states.append(ProcState.DEFUNCT)
+    if facts.status in _STOPPED:
+        states.append(ProcState.STOPPED)
+    if facts.orphaned and (facts.listed or facts.holds_device):
+        states.append(ProcState.ORPHAN)
+    if facts.holds_device and not facts.listed:
+        # NVML cannot list contexts on a lost GPU: its users are not known to be stuck.
+        states.append(ProcState.ON_LOST_GPU if facts.holds_lost_gpu else ProcState.HOLDER)
+    if facts.listed:
+        states.append(ProcState.ACTIVE)
+    return tuple(states)
+
+
+def unattributed_tolerance_bytes(gpu: GpuSample) -> int:
+    """How much unlisted memory is normal (driver reservation) on this GPU."""
+    total = gpu.memory_total_bytes or 0
+    return max(TOLERANCE_MIN_BYTES, int(total * TOLERANCE_FRACTION))
+
+
+def attributed_memory_bytes(gpu: GpuSample) -> int:
+    """GPU memory the listed processes account for (unknown amounts count as 0)."""
+    return sum(p.used_memory_bytes or 0 for p in gpu.processes)
+
+
+def unattributed_memory(gpus: Iterable[GpuSample]) -> tuple[tuple[int, int], ...]:
+    """(gpu index, bytes) for each healthy GPU whose unlisted memory exceeds the tolerance."""
+    out: list[tuple[int, int]] = []
+    for gpu in gpus:
+        if gpu.state is not GpuState.OK or gpu.memory_used_bytes is None:
+            continue
+        missing = gpu.memory_used_bytes - attributed_memory_bytes(gpu)
+        if missing > unattributed_tolerance_bytes(gpu):
+            out.append((gpu.index, missing))
+    return tuple(out)
+
+
+def reparented(
+    *,
+    pid: int,
+    pgid: int,
+    sid: int,
+    ppid: int,
+    parent_pgid: int,
+    parent_sid: int,
+    parent_is_init: Callable[[], bool],
+) -> bool:
+    """Whether ``ppid`` adopted ``pid`` (its parent exited; init or a subreaper took it) (pure).
+
+    fork() keeps the child in its parent's process group and session. setpgid() moves a process
+    only to a group of its own session, and setsid() makes it a group leader. So, for a process
+    that does not lead its group (a leader is a job of its own: a daemon, a service):
+
+    - parent in its group: its parent forked it;
+    - parent in another session: its parent cannot have forked it: adopted;
+    - parent in its session, another group: a job-control shell (the session leader or not:
+      ``bash`` in bash, ``set -m``) put it in a pipeline's group and is still its parent,
+      whether the pipeline's first member lives or not. Unless the parent is PID 1 of a PID
+      namespace (``parent_is_init``, asked only here): a container's init (tini) adopts in its
+      own session.
+
+    Not seen: an adoption inside the job's own group (a launcher that is a subreaper, or a
+    container's non-interactive shell as PID 1), and a pipeline under an interactive shell
+    that is a container's PID 1 is taken for an adoption.
+    """
+    if ppid <= 0 or pgid == pid or parent_pgid == pgid:
+        return False
+    if parent_sid != sid:
+        return True
+    return ppid == 1 or parent_is_init()
+
+
+def is_orphaned(info: ProcInfo) -> tuple[bool, str | None]:
+    """Whether init or a subreaper adopted the process (:func:`reparented`), and a note saying so.
+
+    Costs four syscalls per row (group and session of the process and of its parent), and one
+    /proc/PPID/status read where the parent shares its session but not its group. A PID that
+    vanishes meanwhile is not orphaned: the next tick sees its new parent.
+    """
+    if not info.visible or not info.ppid:  # ppid 0: the parent is outside this PID namespace
+        return False, None
+    pid, ppid = info.pid, info.ppid
+    pgid, sid = process_group(pid), session(pid)
+    parent_pgid, parent_sid = process_group(ppid), session(ppid)
+    if pgid is None or sid is None or parent_pgid is None or parent_sid is None:
+        return False, None
+    adopted = reparented(
+        pid=pid,
+        pgid=pgid,
+        sid=sid,
+        ppid=ppid,
+        parent_pgid=parent_pgid,
+        parent_sid=parent_sid,
+        parent_is_init=lambda: is_namespace_init(ppid),
+    )
+    return (True, _orphan_note(ppid, pgid)) if adopted else (False, None)
+
+
+def _orphan_note(ppid: int, pgid: int) -> str:
+    adopter, leader = read_proc(ppid), read_proc(pgid)
+    head = f"its parent exited; adopted by {ppid} ({adopter.name or '?'})"
+    if leader.visible and leader.status != psutil.STATUS_ZOMBIE:
+        return f"{head} while its job leader {pgid} ({leader.name or '?'}) lives"
+    return f"{head}; its job leader {pgid} has exited too"
+
+
+def _defunct_note(info: ProcInfo) -> str:
+    parent = read_proc(info.ppid) if info.ppid else None
+    name = parent.name if parent is not None and parent.name else "?"
+    return f"parent {info.ppid} ({name}) is not reaping it"
+
+
+def _merge_type(types: set[ProcessType]) -> ProcessType | None:
+    if not types:
+        return None
+    if len(types) == 1:
+        return next(iter(types))
+    return ProcessType.MIXED
+
+
+def _max_or_none(values: Iterable[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
+
+
+def _listed_by_pid(gpus: Iterable[GpuSample]) -> dict[int, list[GpuProcess]]:
+    by_pid: dict[int, list[GpuProcess]] = {}
+    for gpu in gpus:
+        for p in gpu.processes:
+            by_pid.setdefault(p.pid, []).append(p)
+    return by_pid
+
+
+def _is_daemon(info: ProcInfo) -> bool:
+    return info.pid == os.getpid() or (info.name or "") in DAEMON_NAMES
+
+
+SUSPECT_NOTE = (
+    "holds no /dev/nvidia* file, so this PID may name another process than the driver's "
+    "(gputop in a container sees host PIDs from the driver)"
+)
+
+
+def _build_row(
+    info: ProcInfo,
+    contexts: list[GpuProcess],
+    device_files: tuple[str, ...],
+    history: History | None,
+    *,
+    suspect: bool = False,
+    devices: DeviceMap | None = None,
+) -> ProcessRow:
+    orphaned, orphan_note = is_orphaned(info) if (contexts or device_files) else (False, None)
+    held, on_lost = devices.gpus_of(device_files) if devices and device_files else (set(), ())
+    facts = ProcFacts(
+        listed=bool(contexts),
+        visible=info.visible,
+        status=info.status,
+        holds_device=bool(device_files),
+        orphaned=orphaned,
+        holds_lost_gpu=bool(on_lost),
+    )
+    states = classify(facts)
+    if suspect and info.visible and info.status != psutil.STATUS_ZOMBIE:
+        info = replace(info, note=SUSPECT_NOTE)
+    if not info.visible and info.name is None:
+        # Only the driver can name another namespace's process (as nvidia-smi does).
+        name = next((p.driver_name for p in contexts if p.driver_name), None)
+        if name is not None:
+            info = not_visible(info.pid, name)
+    note = _defunct_note(info) if ProcState.DEFUNCT in states else orphan_note
+    if note is None and ProcState.ON_LOST_GPU in states:
+        note = _lost_note(on_lost)
+    # One pass over the contexts (this runs for every process, every tick).
+    gpus: set[int] = set()
+    types: set[ProcessType] = set()
+    used = sm = mem = None
+    for p in contexts:
+        gpus.add(p.gpu_index)
+        types.add(p.type)
+        if p.used_memory_bytes is not None:
+            used = p.used_memory_bytes if used is None else used + p.used_memory_bytes
+        if p.sm_util_percent is not None and (sm is None or p.sm_util_percent > sm):
+            sm = p.sm_util_percent
+        if p.memory_util_percent is not None and (mem is None or p.memory_util_percent > mem):
+            mem = p.memory_util_percent
+    gpus |= held
+    # Not `if history`: that is len(), a lock per row; an empty History has no peaks anyway.
+    peak = (
+        history.process_peak_memory_bytes(info.pid, info.create_time)
+        if history is not None
+        else None
+    )
+    return ProcessRow(
+        pid=info.pid,
+        info=info,
+        states=states,
+        gpu_indices=tuple(sorted(gpus)),
+        type=_merge_type(types),
+        used_memory_bytes=used,
+        peak_memory_bytes=_max_or_none((peak, used)),
+        sm_util_percent=sm,
+        memory_util_percent=mem,
+        device_files=device_files,
+        parent_note=note,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceMap:
+    """Which GPU each /dev/nvidiaN file is (N is the GPU's minor number), lost ones included."""
+
+    by_minor: dict[int, int]  # minor number -> GPU index
+    lost: frozenset[int]  # indices of lost GPUs
+    # A GPU lost before gputop started has no minor number: its file is one no GPU claims.
+    lost_unnumbered: tuple[int, ...]
+
+    @classmethod
+    def of(cls, gpus: Iterable[GpuSample]) -> DeviceMap:
+        """The map for one snapshot's GPUs."""
+        gpus = tuple(gpus)
+        lost = frozenset(g.index for g in gpus if g.state is GpuState.LOST)
+        return cls(
+            by_minor={g.minor_number: g.index for g in gpus if g.minor_number is not None},
+            lost=lost,
+            lost_unnumbered=tuple(
+                g.index for g in gpus if g.index in lost and g.minor_number is None
+            ),
+        )
+
+    def gpus_of(self, device_files: tuple[str, ...]) -> tuple[set[int], tuple[str, ...]]:
+        """(GPU indices whose files are held, the held files that belong to a lost GPU)."""
+        found: set[int] = set()
+        on_lost: list[str] = []
+        for path in device_files:
+            number = os.path.basename(path).removeprefix("nvidia")
+            if not number.isdigit():
+                continue  # nvidiactl, nvidia-uvm: every CUDA process holds them
+            index = self.by_minor.get(int(number))
+            if index is None and self.lost_unnumbered:
+                on_lost.append(path)
+                if len(self.lost_unnumbered) == 1:
+                    found.add(self.lost_unnumbered[0])
+            elif index is not None:
+                found.add(index)
+                if index in self.lost:
+                    on_lost.append(path)
+        return found, tuple(on_lost)
+
+
+def _lost_note(files: tuple[str, ...]) -> str:
+    return (
+        f"holds {', '.join(files)} of a GPU the driver has lost, so whether it still uses "
+        "that GPU cannot be known"
+    )
+
+
+def process_rows(
+    gpus: tuple[GpuSample, ...],
+    *,
+    holders: HolderScan | None = None,
+    history: History | None = None,
+    reader: ProcReader | None = None,
+) -> tuple[ProcessRow, ...]:
+    """One classified row per process NVML lists or that holds a device file."""
+    listed = _listed_by_pid(gpus)
+    held = holders.holders if holders is not None else {}
+    devices = DeviceMap.of(gpus)
+    pids = set(listed) | set(held)
+    infos = reader.read_many(pids) if reader is not None else _read_all(pids)
+    rows: list[ProcessRow] = []
+    for pid in pids:
+        info = infos[pid]
+        contexts = listed.get(pid, [])
+        if not contexts and _is_daemon(info):
+            continue  # monitors and driver daemons keep the files open by design
+        files = held.get(pid, ())
+        suspect = False
+        if (
+            contexts
+            and not files
+            and info.visible  # another namespace's PID: nothing to look at here
+            and holders is not None
+            and pid not in holders.unreadable
+        ):
+            # Every process with a CUDA context has the device files open. The scan may be a
+            # few seconds old, so look at this one PID again before calling it suspect.
+            now = held_by(pid, holders.dev_dir, holders.proc_root)
+            files = now or ()
+            suspect = now == ()
+        rows.append(_build_row(info, contexts, files, history, suspect=suspect, devices=devices))
+    rows.sort(key=lambda r: (r.gpu_indices[0] if r.gpu_indices else 1 << 30, r.pid))
+    return tuple(rows)
+
+
+def _read_all(pids: Iterable[int]) -> dict[int, ProcInfo]:
+    return {pid: read_proc(pid) for pid in pids}
+
+
+def enrich(
+    snapshot: Snapshot,
+    *,
+    holders: HolderScan | None = None,
+    history: History | None = None,
+    reader: ProcReader | None = None,
+) -> Snapshot:
+    """The snapshot with ``processes`` and ``unattributed_memory_bytes`` filled (one-shot use too).
+
+    ``holders`` adds processes that hold a device file without a context (None: no holder rows);
+    ``history`` supplies peak memory; ``reader`` keeps CPU % state between calls.
+    """
+    return replace(
+        snapshot,
+        processes=process_rows(snapshot.gpus, holders=holders, history=history, reader=reader),
+        unattributed_memory_bytes=unattributed_memory(snapshot.gpus),
+        holder_scan_note=holders.note if holders is not None else snapshot.holder_scan_note,
+    )

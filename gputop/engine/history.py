@@ -1,0 +1,142 @@
+"""Bounded history of the metrics a user graphs, and peak memory since start. Thread-safe."""
+
+from __future__ import annotations
+
+import operator
+import threading
+from collections import deque
+from collections.abc import Sequence
+from itertools import islice
+
+from gputop.engine.model import GpuState, Snapshot
+
+# GpuSample field names that History keeps a series of, in storage order.
+METRICS = (
+    "utilization_gpu_percent",
+    "utilization_memory_percent",
+    "memory_used_bytes",
+    "temperature_c",
+    "power_draw_mw",
+    "clock_sm_mhz",
+    "clock_memory_mhz",
+    "pcie_rx_kbps",
+    "pcie_tx_kbps",
+)
+_METRIC_INDEX = {name: i for i, name in enumerate(METRICS)}
+_metrics_of = operator.attrgetter(*METRICS)  # a GpuSample's METRICS as one tuple, read in C
+
+ProcKey = tuple[int, float | None]  # (pid, create_time): a reused PID is another process
+
+
+class History:
+    """Ring buffers of per-GPU metrics (``maxlen`` ticks) plus GPU and process peak memory.
+
+    Each tick stores one small tuple per GPU, so memory is bounded by ``maxlen`` whatever the
+    run time. Process peaks of processes unseen for ``maxlen`` ticks are forgotten.
+    """
+
+    def __init__(self, maxlen: int = 600) -> None:
+        if maxlen < 1:
+            raise ValueError("maxlen must be at least 1")
+        self.maxlen = maxlen
+        self._lock = threading.Lock()
+        self._times: deque[float] = deque(maxlen=maxlen)
+        self._ticks: deque[dict[int, tuple[int | None, ...]]] = deque(maxlen=maxlen)
+        self._gpu_peaks: dict[int, int] = {}
+        self._proc_peaks: dict[ProcKey, int] = {}
+        self._proc_seen: dict[ProcKey, int] = {}  # key -> tick count when last seen
+        self._count = 0
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._ticks)
+
+    def append(self, snapshot: Snapshot) -> None:
+        """Record one (fresh) snapshot; stale re-sends should not be appended."""
+        tick = {g.index: _metrics_of(g) for g in snapshot.gpus if g.state is GpuState.OK}
+        with self._lock:
+            self._count += 1
+            self._times.append(snapshot.taken_at_wall)
+            self._ticks.append(tick)
+            for g in snapshot.gpus:
+                if g.memory_used_bytes is not None:
+                    prev = self._gpu_peaks.get(g.index, 0)
+                    self._gpu_peaks[g.index] = max(prev, g.memory_used_bytes)
+            for row in snapshot.processes:
+                self._note_process((row.pid, row.info.create_time), row.used_memory_bytes)
+            if self._count % self.maxlen == 0:
+                self._forget_old_processes()
+
+    def _note_process(self, key: ProcKey, used: int | None) -> None:
+        self._proc_seen[key] = self._count
+        if used is not None:
+            self._proc_peaks[key] = max(self._proc_peaks.get(key, 0), used)
+
+    def _forget_old_processes(self) -> None:
+        horizon = self._count - self.maxlen
+        for key in [k for k, seen in self._proc_seen.items() if seen <= horizon]:
+            del self._proc_seen[key]
+            self._proc_peaks.pop(key, None)
+
+    def times(self) -> list[float]:
+        """Wall-clock time of each stored tick, oldest first."""
+        with self._lock:
+            return list(self._times)
+
+    def series(self, gpu_index: int, metric: str) -> list[float | None]:
+        """One metric of one GPU, oldest first, aligned with ``times()`` (None where unknown)."""
+        try:
+            i = _METRIC_INDEX[metric]
+        except KeyError:
+            raise ValueError(f"unknown metric {metric!r}; known: {', '.join(METRICS)}") from None
+        with self._lock:
+            out: list[float | None] = []
+            for tick in self._ticks:
+                values = tick.get(gpu_index)
+                out.append(None if values is None else values[i])
+            return out
+
+    @property
+    def count(self) -> int:
+        """Snapshots appended since start (not bounded: it numbers the samples)."""
+        with self._lock:
+            return self._count
+
+    def tail(
+        self, gpu_index: int, metrics: Sequence[str], n: int
+    ) -> tuple[int, list[list[float | None]]]:
+        """The newest ``n`` values of several metrics of one GPU, and ``count`` at that moment.
+
+        Cheaper than ``series`` per tick: it reads only the end of the ring buffer.
+        """
+        try:
+            idx = [_METRIC_INDEX[m] for m in metrics]
+        except KeyError as exc:
+            raise ValueError(
+                f"unknown metric {exc.args[0]!r}; known: {', '.join(METRICS)}"
+            ) from None
+        with self._lock:
+            ticks = list(islice(reversed(self._ticks), max(0, n)))
+            count = self._count
+        ticks.reverse()
+        out: list[list[float | None]] = [[] for _ in idx]
+        for tick in ticks:
+            values = tick.get(gpu_index)
+            for column, i in zip(out, idx, strict=True):
+                column.append(None if values is None else values[i])
+        return count, out
+
+    def gpu_peak_memory_bytes(self, gpu_index: int) -> int | None:
+        """Highest memory used on this GPU since start, or None if never known."""
+        with self._lock:
+            return self._gpu_peaks.get(gpu_index)
+
+    def process_peak_memory_bytes(self, pid: int, create_time: float | None) -> int | None:
+        """Highest GPU memory (summed over its GPUs) this process used since first seen."""
+        with self._lock:
+            return self._proc_peaks.get((pid, create_time))
+
+    def tracked_processes(self) -> int:
+        """How many processes have a remembered peak (bounded by recent activity)."""
+        with self._lock:
+            return len(self._proc_seen)

@@ -1,0 +1,494 @@
+"""Safe signalling of GPU processes: pure :func:`decide`, then :meth:`Killer.send` with a re-check.
+
+The caller passes the identity it saw (PID + create time). Refused: PID 1, gputop itself and its
+parent, a PID that now names another process (reuse), a vanished PID, another user's process
+unless root, a defunct process (the parent is named instead).
+
+``with_children``: the whole tree is collected *before* any signal (children re-parented after
+their parent dies could not be found later), then signalled in one pass without waiting,
+deepest children first and the process itself last, so a parent cannot restart a worker that
+was signalled before it. Each PID is re-checked right before its signal. A stopped process is
+sent SIGCONT right after TERM or INT, or it would not act on them until resumed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal as signal_module
+import threading
+import time
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from pathlib import Path
+
+import psutil
+
+from gputop.engine.model import ProcInfo
+from gputop.engine.procs import read_proc
+from gputop.errors import UsageError
+
+_CREATE_TIME_TOLERANCE_S = 0.01  # the same process always reports the same create time
+SENDING = "sending"  # the audit result of a signal recorded before it is sent
+
+
+class Signal(StrEnum):
+    """The signals gputop sends."""
+
+    TERM = "TERM"
+    KILL = "KILL"
+    INT = "INT"
+
+    @property
+    def signum(self) -> int:
+        """The OS signal number."""
+        return int(getattr(signal_module, f"SIG{self.value}"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProcIdentity:
+    """A process as the user saw it: a PID alone can be reused by another process."""
+
+    pid: int
+    create_time: float | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TargetFacts:
+    """What the OS says about a PID right now (input of the pure decide())."""
+
+    pid: int
+    exists: bool
+    create_time: float | None = None
+    uid: int | None = None
+    user: str | None = None
+    status: str | None = None
+    ppid: int | None = None
+    parent_name: str | None = None
+    command: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Refusal:
+    """Why a signal is not sent, in one readable line; ``suggest`` is whom to signal instead."""
+
+    pid: int
+    reason: str
+    suggest: ProcIdentity | None = None
+    facts: TargetFacts | None = None  # what was checked, for the audit log
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Plan:
+    """What send() will do: signal ``targets`` in order (children first, the process last)."""
+
+    identity: ProcIdentity
+    signal: Signal
+    targets: tuple[ProcIdentity, ...]
+    user: str | None = None
+    command: str = ""
+    skipped: tuple[int, ...] = ()  # children left alone: not ours, or gputop itself
+    facts: tuple[TargetFacts, ...] = ()  # what was checked of each target, as ``targets``
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KillResult:
+    """The outcome of send(). ``exited`` is None when nothing was sent or no grace period."""
+
+    ok: bool
+    message: str
+    pid: int
+    signal: Signal
+    exited: bool | None = None
+    signalled: tuple[int, ...] = ()
+    still_running: tuple[int, ...] = ()
+    refusal: Refusal | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditEntry:
+    """One signal about to be sent, sent, or refused, with the facts that were checked.
+
+    ``create_time`` is the start time the user saw; ``create_time_now``, ``uid``, ``status`` and
+    ``ppid`` what the OS said when it was checked; ``euid`` who asked.
+    """
+
+    time_wall: float
+    pid: int
+    create_time: float | None
+    user: str | None
+    command: str
+    signal: Signal
+    result: str
+    uid: int | None = None
+    status: str | None = None
+    ppid: int | None = None
+    create_time_now: float | None = None
+    euid: int | None = None
+
+
+def decide(
+    identity: ProcIdentity,
+    signal: Signal,
+    facts: TargetFacts,
+    *,
+    euid: int,
+    own_pid: int,
+    own_ppid: int,
+) -> Refusal | Plan:
+    """Whether ``signal`` may be sent to ``identity`` given ``facts`` (pure; no children)."""
+    pid = identity.pid
+    refuse = _refusal_reason(identity, facts, euid=euid, own_pid=own_pid, own_ppid=own_ppid)
+    if refuse is not None:
+        return Refusal(pid=pid, reason=refuse, facts=facts)
+    if facts.status == psutil.STATUS_ZOMBIE:
+        parent = f"{facts.ppid} ({facts.parent_name or '?'})"
+        return Refusal(
+            pid=pid,
+            reason=f"PID {pid} is defunct and cannot be killed; signal its parent {parent} instead",
+            suggest=_parent_identity(facts.ppid),
+            facts=facts,
+        )
+    return Plan(
+        identity=identity,
+        signal=signal,
+        targets=(identity,),
+        user=facts.user,
+        command=facts.command,
+        facts=(facts,),
+    )
+
+
+def _refusal_reason(
+    identity: ProcIdentity, facts: TargetFacts, *, euid: int, own_pid: int, own_ppid: int
+) -> str | None:
+    pid = identity.pid
+    if pid <= 0:
+        return f"{pid} is not a process ID"
+    if pid == 1:
+        return "PID 1 (init) is never signalled"
+    if pid == own_pid:
+        return f"PID {pid} is gputop itself"
+    if pid == own_ppid:
+        return f"PID {pid} is gputop's parent (the shell or terminal running it)"
+    if not facts.exists:
+        return f"PID {pid} has exited"
+    if identity.create_time is None or facts.create_time is None:
+        return f"cannot verify that PID {pid} is the process you saw (start time unknown)"
+    if abs(identity.create_time - facts.create_time) > _CREATE_TIME_TOLERANCE_S:
+        return (
+            f"PID {pid} is now a different process: the one you saw exited and its PID was reused"
+        )
+    if euid != 0 and facts.uid != euid:
+        owner = facts.user or (str(facts.uid) if facts.uid is not None else "an unknown user")
+        return f"PID {pid} belongs to {owner}; only root can signal other users' processes"
+    return None
+
+
+def _parent_identity(ppid: int | None) -> ProcIdentity | None:
+    if not ppid:
+        return None
+    return ProcIdentity(pid=ppid, create_time=read_proc(ppid).create_time)
+
+
+def target_facts(pid: int) -> TargetFacts:
+    """Read the facts decide() needs about ``pid`` now."""
+    info = read_proc(pid, fresh=True)
+    if not info.visible:
+        return TargetFacts(pid=pid, exists=False)
+    parent = read_proc(info.ppid) if info.ppid else None
+    return _facts(info, parent.name if parent is not None else None)
+
+
+def _facts(info: ProcInfo, parent_name: str | None = None) -> TargetFacts:
+    return TargetFacts(
+        pid=info.pid,
+        exists=info.visible,
+        create_time=info.create_time,
+        uid=info.uid,
+        user=info.user,
+        status=info.status,
+        ppid=info.ppid,
+        parent_name=parent_name,
+        command=info.command,
+    )
+
+
+def _descendants_deepest_first(pid: int) -> list[psutil.Process]:
+    try:
+        kids = psutil.Process(pid).children(recursive=True)
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return []
+    depth: dict[int, int] = {pid: 0}
+    pending = list(kids)
+    for _ in range(len(kids) + 1):  # parents may come after their children in psutil's list
+        rest = []
+        for k in pending:
+            try:
+                ppid = k.ppid()
+            except psutil.NoSuchProcess:
+                continue
+            if ppid in depth:
+                depth[k.pid] = depth[ppid] + 1
+            else:
+                rest.append(k)
+        pending = rest
+        if not pending:
+            break
+    return sorted((k for k in kids if k.pid in depth), key=lambda k: -depth[k.pid])
+
+
+def _wait_exited(procs: list[psutil.Process], grace_s: float) -> set[int]:
+    """PIDs among ``procs`` that exited (or became zombies) within ``grace_s``."""
+    deadline = time.monotonic() + grace_s
+    exited: set[int] = set()
+    while True:
+        for p in procs:
+            if p.pid not in exited and _has_exited(p):
+                exited.add(p.pid)
+        if len(exited) == len(procs) or time.monotonic() >= deadline:
+            return exited
+        time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+
+
+def _has_exited(proc: psutil.Process) -> bool:
+    try:
+        proc.wait(timeout=0)  # reaps it if it is our own child
+        return True
+    except psutil.TimeoutExpired:
+        pass
+    except psutil.NoSuchProcess:
+        return True
+    try:
+        if proc.status() != psutil.STATUS_ZOMBIE:
+            return False
+    except psutil.NoSuchProcess:
+        return True
+    with contextlib.suppress(psutil.Error):
+        proc.wait(timeout=0)  # it exited since the first try: reap it if it is ours
+    return True
+
+
+class Killer:
+    """Sends signals after decide() and a last re-check; keeps an audit log.
+
+    ``euid`` defaults to the real effective uid (inject one in tests). ``audit_log``: a file
+    (created mode 0600: it holds other users' command lines) that every entry is appended to as
+    a JSON line; checked here, so an unwritable path fails at once. Each signal is written to it
+    *before* it is sent (result :data:`SENDING`) and again with its outcome; when that first write
+    fails (disk full, file gone read-only) the signal is refused, never sent unrecorded.
+    """
+
+    def __init__(self, *, euid: int | None = None, audit_log: str | Path | None = None) -> None:
+        self.euid = os.geteuid() if euid is None else euid
+        self.audit_log = Path(audit_log) if audit_log is not None else None
+        self._log: list[AuditEntry] = []
+        self._lock = threading.Lock()
+        if self.audit_log is not None:
+            try:
+                os.close(_open_log(self.audit_log))
+            except OSError as exc:
+                raise UsageError(
+                    f"cannot write audit log {audit_log}: {exc.strerror or exc}"
+                ) from None
+
+    @property
+    def log(self) -> tuple[AuditEntry, ...]:
+        """Every signal sent or refused, oldest first."""
+        with self._lock:
+            return tuple(self._log)
+
+    def decide(
+        self, identity: ProcIdentity, signal: Signal, with_children: bool = False
+    ) -> Refusal | Plan:
+        """Refusal or Plan for ``identity`` as the OS sees it now."""
+        decision = decide(
+            identity,
+            signal,
+            target_facts(identity.pid),
+            euid=self.euid,
+            own_pid=os.getpid(),
+            own_ppid=os.getppid(),
+        )
+        if isinstance(decision, Refusal) or not with_children:
+            return decision
+        targets: list[ProcIdentity] = []
+        facts: list[TargetFacts] = []
+        skipped: list[int] = []
+        for kid in _descendants_deepest_first(identity.pid):
+            info = read_proc(kid.pid)
+            mine = self.euid == 0 or info.uid == self.euid
+            if kid.pid in (os.getpid(), os.getppid()) or not mine or not info.visible:
+                skipped.append(kid.pid)
+            else:
+                targets.append(ProcIdentity(pid=kid.pid, create_time=info.create_time))
+                facts.append(_facts(info))
+        targets.append(identity)
+        facts.extend(decision.facts)
+        return Plan(
+            identity=identity,
+            signal=signal,
+            targets=tuple(targets),
+            user=decision.user,
+            command=decision.command,
+            skipped=tuple(skipped),
+            facts=tuple(facts),
+        )
+
+    def send(
+        self,
+        identity: ProcIdentity,
+        signal: Signal,
+        *,
+        with_children: bool = False,
+        grace_s: float = 3.0,
+    ) -> KillResult:
+        """Signal the process (and its children); wait up to ``grace_s`` to report ``exited``."""
+        decision = self.decide(identity, signal, with_children)
+        if isinstance(decision, Refusal):
+            facts = decision.facts or TargetFacts(pid=identity.pid, exists=False)
+            error = self._record(
+                [self._entry(identity, signal, facts, f"refused: {decision.reason}")]
+            )
+            return KillResult(
+                ok=False,
+                message=decision.reason + _unrecorded(error),
+                pid=identity.pid,
+                signal=signal,
+                refusal=decision,
+            )
+        intents = [
+            self._entry(target, signal, facts, SENDING)
+            for target, facts in zip(decision.targets, decision.facts, strict=True)
+        ]
+        error = self._record(intents)
+        if error is not None:
+            reason = (
+                f"{signal} not sent to PID {identity.pid}: cannot write the audit log ({error})"
+            )
+            refusal = Refusal(pid=identity.pid, reason=reason)
+            return KillResult(
+                ok=False, message=reason, pid=identity.pid, signal=signal, refusal=refusal
+            )
+        sent: list[psutil.Process] = []
+        failed: dict[int, str] = {}
+        for target in decision.targets:
+            proc, why = _signal_verified(target, signal)
+            if proc is not None:
+                sent.append(proc)
+            else:
+                failed[target.pid] = why
+        return self._result(decision, sent, failed, grace_s)
+
+    def _result(
+        self,
+        plan: Plan,
+        sent: list[psutil.Process],
+        failed: dict[int, str],
+        grace_s: float,
+    ) -> KillResult:
+        pid, sig = plan.identity.pid, plan.signal
+        exited_pids = _wait_exited(sent, grace_s) if grace_s > 0 else set()
+        signalled = tuple(p.pid for p in sent)
+        ok = pid in signalled
+        if not ok:
+            message = f"{sig} not sent to PID {pid}: {failed.get(pid, 'unknown error')}"
+            exited: bool | None = None
+        elif grace_s <= 0:
+            message, exited = f"sent {sig} to PID {pid}", None
+        elif pid in exited_pids:
+            message, exited = f"sent {sig} to PID {pid}; it exited", True
+        else:
+            message = f"sent {sig} to PID {pid}; still running after {grace_s:g} s"
+            exited = False
+        if len(plan.targets) > 1:
+            message += (
+                f" (with {len(signalled) - (1 if ok else 0)} of {len(plan.targets) - 1} children)"
+            )
+        outcomes = [
+            self._entry(
+                target,
+                sig,
+                facts,
+                failed.get(target.pid) or ("exited" if target.pid in exited_pids else "sent"),
+            )
+            for target, facts in zip(plan.targets, plan.facts, strict=True)
+        ]
+        message += _unrecorded(self._record(outcomes))
+        still = tuple(p for p in signalled if p not in exited_pids)
+        return KillResult(
+            ok=ok,
+            message=message,
+            pid=pid,
+            signal=sig,
+            exited=exited,
+            signalled=signalled,
+            still_running=still if grace_s > 0 else (),
+        )
+
+    def _entry(
+        self, identity: ProcIdentity, signal: Signal, facts: TargetFacts, result: str
+    ) -> AuditEntry:
+        return AuditEntry(
+            time_wall=time.time(),
+            pid=identity.pid,
+            create_time=identity.create_time,
+            user=facts.user,
+            command=facts.command,
+            signal=signal,
+            result=result,
+            uid=facts.uid,
+            status=facts.status,
+            ppid=facts.ppid,
+            create_time_now=facts.create_time,
+            euid=self.euid,
+        )
+
+    def _record(self, entries: list[AuditEntry]) -> str | None:
+        """Keep ``entries`` and append them to the audit file; why that failed, or None."""
+        with self._lock:
+            self._log.extend(entries)
+            if self.audit_log is None:
+                return None
+            data = "".join(json.dumps(asdict(e)) + "\n" for e in entries).encode()
+            try:
+                fd = _open_log(self.audit_log)
+                try:
+                    written = os.write(fd, data)
+                finally:
+                    os.close(fd)
+            except OSError as exc:
+                return f"{self.audit_log}: {exc.strerror or exc}"
+            if written != len(data):
+                return f"{self.audit_log}: short write (disk full?)"
+            return None
+
+
+def _open_log(path: Path) -> int:
+    """The audit file opened for appending, created 0600 (it holds other users' commands)."""
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+
+
+def _unrecorded(error: str | None) -> str:
+    return "" if error is None else f" (audit log not written: {error})"
+
+
+def _signal_verified(target: ProcIdentity, signal: Signal) -> tuple[psutil.Process | None, str]:
+    """Re-check ``target`` is still the same process, then signal it: (process, error)."""
+    try:
+        proc = psutil.Process(target.pid)
+        if target.create_time is None or (
+            abs(proc.create_time() - target.create_time) > _CREATE_TIME_TOLERANCE_S
+        ):
+            return None, "its PID now names a different process"
+        stopped = proc.status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)
+        proc.send_signal(signal.signum)
+        if stopped and signal is not Signal.KILL:
+            # A stopped process only acts on TERM/INT once continued (as systemd does too).
+            proc.send_signal(signal_module.SIGCONT)
+    except psutil.NoSuchProcess:
+        return None, "it had already exited"
+    except psutil.AccessDenied:
+        return None, "not permitted"
+    return proc, ""

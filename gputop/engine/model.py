@@ -1,0 +1,254 @@
+"""Immutable, typed snapshots of the GPUs and the processes that use them.
+
+Stdlib only: every other module (driver layer, sampler, views, UI) speaks these types.
+Units are in the field names; ``None`` means the driver does not report the field (shown as N/A).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+# NVML's clocks event (throttle) reason bits, by the names GpuSample.throttle_reasons uses.
+THROTTLE_REASON_BITS: dict[str, int] = {
+    "gpu_idle": 0x1,
+    "applications_clocks_setting": 0x2,
+    "sw_power_cap": 0x4,
+    "hw_slowdown": 0x8,
+    "sync_boost": 0x10,
+    "sw_thermal_slowdown": 0x20,
+    "hw_thermal_slowdown": 0x40,
+    "hw_power_brake_slowdown": 0x80,
+    "display_clock_setting": 0x100,
+}
+
+
+class GpuState(StrEnum):
+    """Health of one GPU as the driver layer saw it in this snapshot."""
+
+    OK = "ok"
+    LOST = "lost"  # fell off the bus (NVML_ERROR_GPU_IS_LOST)
+    ERROR = "error"  # the handle could not be read at all for another reason
+
+
+class Unavailable(StrEnum):
+    """Why the driver gave no value for one reading (the NVML error, in words)."""
+
+    NOT_SUPPORTED = "not supported"  # NVML_ERROR_NOT_SUPPORTED
+    NO_PERMISSION = "no permission"  # NVML_ERROR_NO_PERMISSION
+    GPU_LOST = "gpu lost"  # NVML_ERROR_GPU_IS_LOST
+    NOT_FOUND = "not in this driver"  # NVML_ERROR_FUNCTION_NOT_FOUND, or a binding without it
+    DEPRECATED = "deprecated"  # NVML_ERROR_DEPRECATED
+    UNKNOWN = "unknown error"  # NVML_ERROR_UNKNOWN and every other error
+
+
+Scalar = int | float | str  # one extra reading, as the driver gave it
+
+
+class ProcessType(StrEnum):
+    """The kind of GPU context NVML reports for a process."""
+
+    COMPUTE = "compute"
+    GRAPHICS = "graphics"
+    MIXED = "compute+graphics"
+
+
+class ProcState(StrEnum):
+    """What gputop concludes about a GPU-related process."""
+
+    ACTIVE = "active"  # NVML lists a context for it
+    HOLDER = "holder"  # has /dev/nvidia* open but NVML lists no context: a stuck worker
+    DEFUNCT = "defunct"  # zombie (state Z): its parent is not reaping it
+    ORPHAN = "orphan"  # its original parent is gone while it still holds the GPU
+    STOPPED = "stopped"  # state T
+    NAMESPACE = "other-namespace"  # NVML lists a PID that this PID namespace cannot see
+    # Holds the device file of a GPU the driver has lost: NVML can list no context there, so
+    # whether it works cannot be known. Not called stuck (a holder) for the driver's failure.
+    ON_LOST_GPU = "lost-gpu"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SystemInfo:
+    """Facts about the host and driver, read once per snapshot."""
+
+    hostname: str
+    driver_version: str | None = None
+    cuda_driver_version: str | None = None  # e.g. "12.4"
+    nvml_version: str | None = None
+    simulated: bool = False  # True when the data comes from gputop's simulated driver
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GpuProcess:
+    """One process context on one GPU, as NVML reports it."""
+
+    pid: int
+    gpu_index: int
+    type: ProcessType
+    used_memory_bytes: int | None = None
+    sm_util_percent: int | None = None
+    memory_util_percent: int | None = None
+    # nvmlSystemGetProcessName, read only for PIDs this PID namespace cannot see (None otherwise)
+    driver_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GpuSample:
+    """Everything read from one GPU in one snapshot. Every reading is optional."""
+
+    index: int
+    state: GpuState = GpuState.OK
+    error: str | None = None  # why the GPU is LOST/ERROR, in words
+    cuda_index: int | None = None  # index a CUDA program started from this shell would use
+    uuid: str | None = None
+    name: str | None = None
+    pci_bus_id: str | None = None
+    compute_capability: tuple[int, int] | None = None
+    minor_number: int | None = None  # N of /dev/nvidiaN
+    serial: str | None = None  # the board's serial number
+    # memory
+    memory_total_bytes: int | None = None
+    memory_used_bytes: int | None = None
+    memory_free_bytes: int | None = None
+    memory_reserved_bytes: int | None = None
+    bar1_total_bytes: int | None = None
+    bar1_used_bytes: int | None = None
+    # utilisation
+    utilization_gpu_percent: int | None = None
+    utilization_memory_percent: int | None = None
+    encoder_percent: int | None = None
+    decoder_percent: int | None = None
+    # thermals and power
+    temperature_c: int | None = None
+    temperature_slowdown_c: int | None = None
+    temperature_shutdown_c: int | None = None
+    temperature_memory_c: int | None = None  # HBM boards only
+    fan_speeds_percent: tuple[int, ...] | None = None
+    power_draw_mw: int | None = None
+    power_limit_mw: int | None = None
+    # clocks
+    clock_graphics_mhz: int | None = None
+    clock_sm_mhz: int | None = None
+    clock_memory_mhz: int | None = None
+    clock_graphics_max_mhz: int | None = None
+    clock_sm_max_mhz: int | None = None
+    clock_memory_max_mhz: int | None = None
+    performance_state: int | None = None  # 0 for P0 ... 15; None when unknown
+    throttle_reasons: tuple[str, ...] | None = None  # active reasons, by name
+    # PCIe
+    pcie_gen: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width: int | None = None
+    pcie_width_max: int | None = None
+    pcie_rx_kbps: int | None = None
+    pcie_tx_kbps: int | None = None
+    # health and modes
+    ecc_errors_uncorrected_volatile: int | None = None
+    compute_mode: str | None = None
+    persistence_mode: bool | None = None
+    mig_mode: bool | None = None
+    processes: tuple[GpuProcess, ...] = ()
+    # Only when a query asks for them (empty otherwise): readings beyond the ones above, keyed by
+    # engine.probes.Probe.key, and why a reading is None, keyed by that key or attribute name.
+    extra: tuple[tuple[str, Scalar], ...] = ()
+    unavailable: tuple[tuple[str, Unavailable], ...] = ()
+
+    @property
+    def fan_speed_percent(self) -> int | None:
+        """The first fan's speed, the one most views show."""
+        return self.fan_speeds_percent[0] if self.fan_speeds_percent else None
+
+    def extra_value(self, key: str) -> Scalar | None:
+        """The extra reading ``key``, or None."""
+        for name, value in self.extra:
+            if name == key:
+                return value
+        return None
+
+    def why_unavailable(self, key: str) -> Unavailable | None:
+        """Why reading ``key`` (an extra's key or an attribute name) is None, when known."""
+        for name, why in self.unavailable:
+            if name == key:
+                return why
+        return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProcInfo:
+    """What the host OS (psutil) tells about one PID. Fields the OS would not give are None."""
+
+    pid: int
+    visible: bool = True  # False: the PID is not in this PID namespace (or has vanished)
+    create_time: float | None = None  # seconds since the epoch; with pid, the process identity
+    user: str | None = None
+    uid: int | None = None
+    name: str | None = None
+    cmdline: tuple[str, ...] = ()
+    status: str | None = None  # psutil status: running, sleeping, zombie, stopped, ...
+    ppid: int | None = None
+    cpu_percent: float | None = None
+    host_rss_bytes: int | None = None
+    note: str | None = None  # why something is missing, in words
+
+    @property
+    def command(self) -> str:
+        """The command line as one string, or the process name when argv is not readable."""
+        if self.cmdline:
+            return " ".join(self.cmdline)
+        return self.name or ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProcessRow:
+    """A GPU-related process as the dashboard lists it: NVML's view joined with the OS view."""
+
+    pid: int
+    info: ProcInfo
+    states: tuple[ProcState, ...]  # most important first
+    gpu_indices: tuple[int, ...] = ()
+    type: ProcessType | None = None
+    used_memory_bytes: int | None = None  # summed over its GPUs
+    peak_memory_bytes: int | None = None  # since gputop started
+    sm_util_percent: int | None = None
+    memory_util_percent: int | None = None
+    device_files: tuple[str, ...] = ()  # /dev/nvidia* it holds open, where known
+    parent_note: str | None = None  # e.g. "parent 1234 (python) is not reaping it"
+
+    @property
+    def state(self) -> ProcState:
+        """The single state a table column shows."""
+        return self.states[0] if self.states else ProcState.ACTIVE
+
+    @property
+    def stuck(self) -> bool:
+        """True when the process holds GPU resources without doing GPU work."""
+        return self.state in (
+            ProcState.HOLDER,
+            ProcState.DEFUNCT,
+            ProcState.ORPHAN,
+            ProcState.STOPPED,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Snapshot:
+    """One complete reading of the box. Consumers receive these and nothing else."""
+
+    seq: int
+    taken_at_wall: float  # time.time() when the reading started
+    taken_at_mono: float  # time.monotonic() when the reading started
+    duration_s: float = field(default=0.0, compare=False)
+    system: SystemInfo
+    gpus: tuple[GpuSample, ...]
+    # Filled by the sampler (issue 3); empty when only the driver was read.
+    processes: tuple[ProcessRow, ...] = ()
+    unattributed_memory_bytes: tuple[tuple[int, int], ...] = ()  # (gpu index, bytes)
+    holder_scan_note: str | None = None  # e.g. "not root: other users' files unreadable"
+    stale_s: float | None = field(default=None, compare=False)  # set when this is an old reading
+
+    def gpu(self, index: int) -> GpuSample | None:
+        """The GPU with this NVML index, if present."""
+        for g in self.gpus:
+            if g.index == index:
+                return g
+        return None

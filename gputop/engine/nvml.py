@@ -1,0 +1,808 @@
+"""The one way in to the NVIDIA driver: NVML, through pynvml, into immutable Snapshots.
+
+Only this module imports pynvml. Every field is read on its own through ``_read``: a field the
+driver does not support (or may not tell us) is ``None``; a GPU that falls off the bus becomes a
+GpuSample in state LOST while the others keep working.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import pynvml
+
+from gputop.engine.cuda_index import DeviceKey, cuda_index_map
+from gputop.engine.model import (
+    THROTTLE_REASON_BITS,
+    GpuProcess,
+    GpuSample,
+    GpuState,
+    ProcessType,
+    Scalar,
+    Snapshot,
+    SystemInfo,
+    Unavailable,
+)
+from gputop.engine.probes import TYPED, Probe
+from gputop.engine.sanitize import clean, clean_optional
+from gputop.errors import DriverError, DriverMissing
+
+T = TypeVar("T")
+
+# Errors that mean "this field is not available here": the field becomes None.
+_FIELD_ERRORS = {
+    pynvml.NVML_ERROR_NOT_SUPPORTED,
+    pynvml.NVML_ERROR_NO_PERMISSION,
+    pynvml.NVML_ERROR_FUNCTION_NOT_FOUND,
+    pynvml.NVML_ERROR_NOT_FOUND,
+    pynvml.NVML_ERROR_INVALID_ARGUMENT,
+    pynvml.NVML_ERROR_UNKNOWN,
+    pynvml.NVML_ERROR_INSUFFICIENT_SIZE,
+    pynvml.NVML_ERROR_TIMEOUT,
+    getattr(pynvml, "NVML_ERROR_ARGUMENT_VERSION_MISMATCH", 25),
+}
+
+_INIT_MESSAGES = {
+    pynvml.NVML_ERROR_LIBRARY_NOT_FOUND: (
+        "NVIDIA driver not found (libnvidia-ml.so.1). Try: gputop --demo"
+    ),
+    pynvml.NVML_ERROR_DRIVER_NOT_LOADED: (
+        "the NVIDIA kernel driver is not loaded (is this a GPU machine?). Try: gputop --demo"
+    ),
+    pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH: (
+        "NVIDIA driver/library version mismatch: the driver was upgraded without a reboot "
+        "(reboot, or reload the nvidia kernel modules)"
+    ),
+    pynvml.NVML_ERROR_NO_PERMISSION: (
+        "no permission to use the NVIDIA driver (check access to /dev/nvidia*)"
+    ),
+}
+
+
+LOST_TEXT = "GPU is lost (fell off the bus)"  # nvidia-smi, nvitop and gpustat say "GPU is lost"
+
+COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclusive_Process"}
+
+
+class _Lost(Exception):
+    """The GPU answered NVML_ERROR_GPU_IS_LOST."""
+
+
+def _read(call: Callable[..., T], *args: Any) -> T | None:
+    """Run one NVML call; unsupported/forbidden -> None; lost GPU -> _Lost."""
+    try:
+        return call(*args)
+    except pynvml.NVMLError as exc:
+        if exc.value == pynvml.NVML_ERROR_GPU_IS_LOST:
+            raise _Lost from None
+        if exc.value in _FIELD_ERRORS:
+            return None
+        raise
+
+
+def _first(*calls: Callable[[], T]) -> T | None:
+    """The first call that the driver has (FUNCTION_NOT_FOUND moves on to the next)."""
+    for call in calls:
+        try:
+            return call()
+        except pynvml.NVMLError as exc:
+            if exc.value == pynvml.NVML_ERROR_GPU_IS_LOST:
+                raise _Lost from None
+            if exc.value != pynvml.NVML_ERROR_FUNCTION_NOT_FOUND and exc.value in _FIELD_ERRORS:
+                return None
+            if exc.value != pynvml.NVML_ERROR_FUNCTION_NOT_FOUND:
+                raise
+        except AttributeError:  # an older pynvml without this wrapper
+            continue
+    return None
+
+
+def _text(value: str | bytes | None) -> str | None:
+    """A driver string as clean text (the driver can lie, and a board's name reaches labels).
+
+    Bindings disagree on str vs bytes for names, UUIDs and versions.
+    """
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "surrogateescape")
+    return clean_optional(value)
+
+
+def cuda_version_text(version: int | None) -> str | None:
+    """12040 -> '12.4' (NVML's integer CUDA driver version)."""
+    if version is None:
+        return None
+    return f"{version // 1000}.{(version % 1000) // 10}"
+
+
+@dataclass(slots=True)
+class _Static:
+    """Per-GPU facts that do not change while we run: read once."""
+
+    uuid: str | None = None
+    name: str | None = None
+    pci_bus_id: str | None = None
+    compute_capability: tuple[int, int] | None = None
+    minor_number: int | None = None
+    serial: str | None = None
+    slowdown_c: int | None = None
+    shutdown_c: int | None = None
+    clock_max: dict[str, int | None] = field(default_factory=dict)
+    pcie_gen_max: int | None = None
+    pcie_width_max: int | None = None
+    fans: int | None = None
+    cuda_index: int | None = None
+
+
+class NvmlSource:
+    """Reads complete Snapshots from NVML (real or simulated). Thread-safe for one reader."""
+
+    PROCESS_UTIL_WINDOW_S = 5.0
+    _asked: _Asked | None = None  # readings a query asked for (request_probes)
+
+    def __init__(self, *, environ: Mapping[str, str] | None = None, simulated: bool = False):
+        self._simulated = simulated
+        self._environ = os.environ if environ is None else environ
+        self._seq = 0
+        self._lock = threading.Lock()
+        self._proc_api: str | None = None  # v3 / v2 / v1, whichever the driver has
+        self._buffers = _ListBuffers()
+        # listed PID -> the driver's name for it when this namespace cannot see it, else None
+        self._foreign_names: dict[int, str | None] = {}
+        try:
+            pynvml.nvmlInit()
+        except pynvml.NVMLError as exc:
+            message = _INIT_MESSAGES.get(exc.value) or f"cannot initialise NVML: {exc}"
+            if exc.value == pynvml.NVML_ERROR_LIBRARY_NOT_FOUND:
+                raise DriverMissing(message) from None
+            raise DriverError(message) from None
+        try:
+            count = pynvml.nvmlDeviceGetCount()
+        except pynvml.NVMLError as exc:
+            raise DriverError(f"cannot count GPUs: {exc}") from None
+        self._handles: list[Any | None] = []
+        self._handle_errors: dict[int, pynvml.NVMLError] = {}  # why a GPU has no handle
+        self._static: list[_Static] = []
+        for i in range(count):
+            try:
+                self._handles.append(pynvml.nvmlDeviceGetHandleByIndex(i))
+            except pynvml.NVMLError as exc:
+                self._handles.append(None)
+                self._handle_errors[i] = exc
+            self._static.append(self._read_static(self._handles[-1]))
+        self._assign_cuda_indices()
+        self._system = self._read_system()
+        self._pcie = _PcieReader(self._handles)
+
+    @property
+    def simulated(self) -> bool:
+        """True when the data comes from gputop's simulated driver."""
+        return self._simulated
+
+    @property
+    def dev_dir(self) -> str:
+        """Where this box's /dev/nvidia* files are: /dev, or the simulated box's own folder."""
+        return str(getattr(pynvml.nvmlLib, "dev_dir", "/dev"))
+
+    def close(self) -> None:
+        """Release NVML."""
+        self._pcie.stop()
+        with contextlib.suppress(pynvml.NVMLError):
+            pynvml.nvmlShutdown()
+
+    def request_probes(self, probes: Iterable[Probe], explain: Iterable[str] = ()) -> None:
+        """From the next snapshot on, also read ``probes`` into each GpuSample's ``extra``, and
+        for each GpuSample attribute in ``explain`` that is None, record why (``unavailable``).
+        """
+        self._asked = _Asked(probes, explain)
+
+    # -- static ---------------------------------------------------------------------------
+    def _read_static(self, handle: Any) -> _Static:
+        st = _Static()
+        if handle is None:
+            return st
+        try:
+            st.uuid = _text(_read(pynvml.nvmlDeviceGetUUID, handle))
+            st.name = _text(_read(pynvml.nvmlDeviceGetName, handle))
+            pci = _read(pynvml.nvmlDeviceGetPciInfo, handle)
+            st.pci_bus_id = _text(pci.busId) if pci is not None else None
+            cc = _read(pynvml.nvmlDeviceGetCudaComputeCapability, handle)
+            st.compute_capability = (int(cc[0]), int(cc[1])) if cc else None
+            st.minor_number = _read(pynvml.nvmlDeviceGetMinorNumber, handle)
+            st.serial = _text(_read(pynvml.nvmlDeviceGetSerial, handle))
+            st.slowdown_c = _read(
+                pynvml.nvmlDeviceGetTemperatureThreshold,
+                handle,
+                pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN,
+            )
+            st.shutdown_c = _read(
+                pynvml.nvmlDeviceGetTemperatureThreshold,
+                handle,
+                pynvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN,
+            )
+            for key, clock in (
+                ("graphics", pynvml.NVML_CLOCK_GRAPHICS),
+                ("sm", pynvml.NVML_CLOCK_SM),
+                ("memory", pynvml.NVML_CLOCK_MEM),
+            ):
+                st.clock_max[key] = _read(pynvml.nvmlDeviceGetMaxClockInfo, handle, clock)
+            st.pcie_gen_max = _read(pynvml.nvmlDeviceGetMaxPcieLinkGeneration, handle)
+            st.pcie_width_max = _read(pynvml.nvmlDeviceGetMaxPcieLinkWidth, handle)
+            st.fans = _first(lambda: pynvml.nvmlDeviceGetNumFans(handle))
+        except _Lost:
+            pass  # the per-tick read reports the GPU as lost
+        return st
+
+    def _assign_cuda_indices(self) -> None:
+        keys = [
+            DeviceKey(
+                index=i,
+                uuid=st.uuid,
+                pci_bus_id=st.pci_bus_id,
+                compute_capability=st.compute_capability,
+            )
+            for i, st in enumerate(self._static)
+        ]
+        mapping = cuda_index_map(keys, self._environ)
+        for i, st in enumerate(self._static):
+            st.cuda_index = mapping.get(i)
+
+    def _read_system(self) -> SystemInfo:
+        return SystemInfo(
+            hostname=clean(socket.gethostname()),
+            driver_version=_text(_first(pynvml.nvmlSystemGetDriverVersion)),
+            cuda_driver_version=cuda_version_text(
+                _first(
+                    pynvml.nvmlSystemGetCudaDriverVersion_v2,
+                    pynvml.nvmlSystemGetCudaDriverVersion,
+                )
+            ),
+            nvml_version=_text(_first(pynvml.nvmlSystemGetNVMLVersion)),
+            simulated=self._simulated,
+        )
+
+    # -- per tick -------------------------------------------------------------------------
+    def snapshot(self) -> Snapshot:
+        """Read every GPU once and return one immutable Snapshot."""
+        with self._lock:
+            self._seq += 1
+            seq = self._seq
+        wall, mono = time.time(), time.monotonic()
+        gpus = tuple(self._read_gpu(i) for i in range(len(self._handles)))
+        if self._foreign_names:  # forget PIDs no longer listed (a PID number is reused)
+            listed = {p.pid for g in gpus for p in g.processes}
+            self._foreign_names = {
+                pid: name for pid, name in self._foreign_names.items() if pid in listed
+            }
+        return Snapshot(
+            seq=seq,
+            taken_at_wall=wall,
+            taken_at_mono=mono,
+            duration_s=time.monotonic() - mono,
+            system=self._system,
+            gpus=gpus,
+        )
+
+    def _read_gpu(self, index: int) -> GpuSample:
+        st = self._static[index]
+        identity: dict[str, Any] = {
+            "index": index,
+            "cuda_index": st.cuda_index,
+            "uuid": st.uuid,
+            "name": st.name,
+            "pci_bus_id": st.pci_bus_id,
+            "minor_number": st.minor_number,  # a lost GPU's users are found by its device file
+        }
+        handle = self._handles[index]
+        if handle is None:
+            return self._unreadable(index, identity)
+        try:
+            return GpuSample(**identity, **self._read_dynamic(index, handle, st))
+        except _Lost:
+            return GpuSample(state=GpuState.LOST, error=LOST_TEXT, **identity)
+        except pynvml.NVMLError as exc:
+            return GpuSample(state=GpuState.ERROR, error=str(exc), **identity)
+
+    def _unreadable(self, index: int, identity: dict[str, Any]) -> GpuSample:
+        """A GPU the driver gave no handle for: lost before we started, or another failure."""
+        exc = self._handle_errors.get(index)
+        if exc is not None and exc.value == pynvml.NVML_ERROR_GPU_IS_LOST:
+            return GpuSample(state=GpuState.LOST, error=LOST_TEXT, **identity)
+        why = f"no handle from the driver: {exc}" if exc is not None else "no handle"
+        return GpuSample(state=GpuState.ERROR, error=clean(why), **identity)
+
+    def _read_dynamic(self, index: int, h: Any, st: _Static) -> dict[str, Any]:
+        values: dict[str, Any] = {
+            "compute_capability": st.compute_capability,
+            "serial": st.serial,
+            "temperature_slowdown_c": st.slowdown_c,
+            "temperature_shutdown_c": st.shutdown_c,
+            "clock_graphics_max_mhz": st.clock_max.get("graphics"),
+            "clock_sm_max_mhz": st.clock_max.get("sm"),
+            "clock_memory_max_mhz": st.clock_max.get("memory"),
+            "pcie_gen_max": st.pcie_gen_max,
+            "pcie_width_max": st.pcie_width_max,
+        }
+        values.update(self._read_memory(h))
+        util = _read(pynvml.nvmlDeviceGetUtilizationRates, h)
+        if util is not None:
+            values["utilization_gpu_percent"] = int(util.gpu)
+            values["utilization_memory_percent"] = int(util.memory)
+        enc = _read(pynvml.nvmlDeviceGetEncoderUtilization, h)
+        dec = _read(pynvml.nvmlDeviceGetDecoderUtilization, h)
+        values["encoder_percent"] = enc[0] if enc else None
+        values["decoder_percent"] = dec[0] if dec else None
+        values["temperature_c"] = _first(
+            lambda: pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
+            lambda: pynvml.nvmlDeviceGetTemperatureV(h, pynvml.NVML_TEMPERATURE_GPU),
+        )
+        values["temperature_memory_c"] = _memory_temperature(h)
+        values["fan_speeds_percent"] = self._read_fans(h, st)
+        values["power_draw_mw"] = _read(pynvml.nvmlDeviceGetPowerUsage, h)
+        values["power_limit_mw"] = _read(pynvml.nvmlDeviceGetEnforcedPowerLimit, h)
+        for key, clock in (
+            ("clock_graphics_mhz", pynvml.NVML_CLOCK_GRAPHICS),
+            ("clock_sm_mhz", pynvml.NVML_CLOCK_SM),
+            ("clock_memory_mhz", pynvml.NVML_CLOCK_MEM),
+        ):
+            values[key] = _read(pynvml.nvmlDeviceGetClockInfo, h, clock)
+        pstate = _read(pynvml.nvmlDeviceGetPerformanceState, h)
+        values["performance_state"] = None if pstate is None or pstate >= 32 else pstate
+        values["throttle_reasons"] = self._read_throttle(h)
+        values["pcie_gen"] = _read(pynvml.nvmlDeviceGetCurrPcieLinkGeneration, h)
+        values["pcie_width"] = _read(pynvml.nvmlDeviceGetCurrPcieLinkWidth, h)
+        values["pcie_rx_kbps"], values["pcie_tx_kbps"] = self._pcie.read(index, h)
+        values["ecc_errors_uncorrected_volatile"] = _read(
+            pynvml.nvmlDeviceGetTotalEccErrors,
+            h,
+            pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+            pynvml.NVML_VOLATILE_ECC,
+        )
+        mode = _read(pynvml.nvmlDeviceGetComputeMode, h)
+        values["compute_mode"] = COMPUTE_MODES.get(mode) if mode is not None else None
+        persistence = _read(pynvml.nvmlDeviceGetPersistenceMode, h)
+        values["persistence_mode"] = bool(persistence) if persistence is not None else None
+        mig = _read(pynvml.nvmlDeviceGetMigMode, h)
+        values["mig_mode"] = bool(mig[0]) if mig else None
+        values["processes"] = self._read_processes(index, h)
+        if self._asked is not None:  # only gputop query asks; the dashboard's tick never does
+            values.update(self._asked.read(h, values))
+        return values
+
+    def _read_memory(self, h: Any) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        mem = _first(lambda: pynvml.nvmlDeviceGetMemoryInfo(h, version=pynvml.nvmlMemory_v2))
+        if mem is not None:
+            values["memory_reserved_bytes"] = int(mem.reserved)
+        else:
+            mem = _read(pynvml.nvmlDeviceGetMemoryInfo, h)
+        if mem is not None:
+            values["memory_total_bytes"] = int(mem.total)
+            values["memory_used_bytes"] = int(mem.used)
+            values["memory_free_bytes"] = int(mem.free)
+        bar1 = _read(pynvml.nvmlDeviceGetBAR1MemoryInfo, h)
+        if bar1 is not None:
+            values["bar1_total_bytes"] = int(bar1.bar1Total)
+            values["bar1_used_bytes"] = int(bar1.bar1Used)
+        return values
+
+    def _read_fans(self, h: Any, st: _Static) -> tuple[int, ...] | None:
+        if st.fans:
+            speeds = [_read(pynvml.nvmlDeviceGetFanSpeed_v2, h, i) for i in range(st.fans)]
+            known = tuple(s for s in speeds if s is not None)
+            return known or None
+        if st.fans is None:  # a driver without nvmlDeviceGetNumFans
+            speed = _read(pynvml.nvmlDeviceGetFanSpeed, h)
+            return (speed,) if speed is not None else None
+        return None
+
+    def _read_throttle(self, h: Any) -> tuple[str, ...] | None:
+        mask = _first(
+            lambda: pynvml.nvmlDeviceGetCurrentClocksEventReasons(h),
+            lambda: pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(h),
+        )
+        if mask is None:
+            return None
+        return tuple(name for name, bit in THROTTLE_REASON_BITS.items() if mask & bit)
+
+    # -- processes ------------------------------------------------------------------------
+    def _read_processes(self, index: int, h: Any) -> tuple[GpuProcess, ...]:
+        # A C+G process (a CUDA context in a graphics app) is in both lists, each entry with
+        # the process's whole memory on this GPU: count it once, as nvidia-smi and nvitop do.
+        by_pid: dict[int, tuple[ProcessType, int | None]] = {}
+        for kind, ptype in (("Compute", ProcessType.COMPUTE), ("Graphics", ProcessType.GRAPHICS)):
+            for pid, used in self._list_processes(kind, h):
+                seen = by_pid.get(pid)
+                if seen is None:
+                    by_pid[pid] = (ptype, used)
+                else:
+                    merged = ptype if seen[0] is ptype else ProcessType.MIXED
+                    by_pid[pid] = (merged, _max_known(seen[1], used))
+        utils = self._read_process_utilization(index, h) if by_pid else {}
+        return tuple(
+            GpuProcess(
+                pid=pid,
+                gpu_index=index,
+                type=ptype,
+                used_memory_bytes=used,
+                sm_util_percent=utils.get(pid, (None, None))[0],
+                memory_util_percent=utils.get(pid, (None, None))[1],
+                driver_name=self._foreign_name(pid),
+            )
+            for pid, (ptype, used) in sorted(by_pid.items())
+        )
+
+    def _foreign_name(self, pid: int) -> str | None:
+        """The driver's name for a PID this PID namespace cannot see (a container's, say).
+
+        Only the driver can name it then (nvidia-smi asks it too). Visible PIDs are named from
+        /proc by the process reader, so the driver is not asked. The answer (None for a visible
+        PID) is kept while the PID is listed: one look at /proc per new PID, not per tick.
+        """
+        if pid in self._foreign_names:
+            return self._foreign_names[pid]
+        name = None
+        if not os.path.exists(f"/proc/{pid}"):
+            try:
+                name = _text(_read(pynvml.nvmlSystemGetProcessName, pid))
+            except _Lost:
+                name = None
+        self._foreign_names[pid] = name
+        return name
+
+    def _list_processes(self, kind: str, h: Any) -> list[tuple[int, int | None]]:
+        """(pid, used bytes) pairs, trying the v3, v2 then v1 call: drivers disagree."""
+        apis = [self._proc_api] if self._proc_api else list(_PROCESS_CALLS)
+        for api in apis:
+            suffix, struct = _PROCESS_CALLS[api]
+            try:
+                fn = pynvml._nvmlGetFunctionPointer(f"nvmlDeviceGet{kind}RunningProcesses{suffix}")
+                result = self._buffers.call_list(fn, h, struct)
+            except pynvml.NVMLError as exc:
+                if exc.value == pynvml.NVML_ERROR_FUNCTION_NOT_FOUND:
+                    continue
+                if exc.value == pynvml.NVML_ERROR_GPU_IS_LOST:
+                    raise _Lost from None
+                if exc.value in _FIELD_ERRORS:
+                    return []
+                raise
+            self._proc_api = api
+            return [(int(p.pid), _used(p.usedGpuMemory)) for p in result]
+        return []
+
+    def _read_process_utilization(self, index: int, h: Any) -> dict[int, tuple[int, int]]:
+        # The driver keeps per-process samples a few times a second; asking only for samples
+        # newer than the last call gives nothing (NOT_FOUND) when snapshots come quickly, so
+        # ask for a short window and take each process's newest sample.
+        since = int((time.time() - self.PROCESS_UTIL_WINDOW_S) * 1_000_000)
+        samples = _read(self._buffers.process_utilization, h, since)
+        if not samples:
+            return {}
+        latest: dict[int, tuple[int, int, int]] = {}
+        for s in samples:
+            pid, stamp = s.pid, s.timeStamp
+            seen = latest.get(pid)
+            if seen is None or stamp > seen[0]:
+                latest[pid] = (stamp, s.smUtil, s.memUtil)
+        return {pid: (int(sm), int(mem)) for pid, (_, sm, mem) in latest.items()}
+
+
+class _ProcessInfoV1(ctypes.Structure):
+    """nvmlProcessInfo_v1_t, for drivers older than the _v2 call."""
+
+    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
+
+
+class _ProcessInfoV2(ctypes.Structure):
+    """nvmlProcessInfo_t of the _v2 and _v3 calls.
+
+    The layout of pynvml's c_nvmlProcessInfo_v2_t (which it uses for both), as a plain Structure:
+    pynvml's structures run a Python ``__getattribute__`` on every field read.
+    """
+
+    _fields_ = [
+        ("pid", ctypes.c_uint),
+        ("usedGpuMemory", ctypes.c_ulonglong),
+        ("gpuInstanceId", ctypes.c_uint),
+        ("computeInstanceId", ctypes.c_uint),
+    ]
+
+
+class _ProcessUtilSample(ctypes.Structure):
+    """nvmlProcessUtilizationSample_t."""
+
+    _fields_ = [
+        ("pid", ctypes.c_uint),
+        ("timeStamp", ctypes.c_ulonglong),
+        ("smUtil", ctypes.c_uint),
+        ("memUtil", ctypes.c_uint),
+        ("encUtil", ctypes.c_uint),
+        ("decUtil", ctypes.c_uint),
+    ]
+
+
+# api -> (symbol suffix, struct), newest first
+_PROCESS_CALLS: dict[str, tuple[str, type[ctypes.Structure]]] = {
+    "v3": ("_v3", _ProcessInfoV2),
+    "v2": ("_v2", _ProcessInfoV2),
+    "v1": ("", _ProcessInfoV1),
+}
+
+
+class _ListBuffers:
+    """Reusable arrays for NVML's list calls, which fill a caller's array of ``count`` slots.
+
+    pynvml's wrappers ask for the size first and then for the list (two driver calls), and turn
+    each entry into a Python object. Offering an array that is usually big enough makes one call,
+    and the entries are read straight from ctypes. Not thread-safe: one per reader.
+    """
+
+    START = 64
+    MAX = 16384  # a driver that keeps asking for more must not grow the arrays without end
+
+    def __init__(self) -> None:
+        self._arrays: dict[type[ctypes.Structure], Any] = {}
+
+    def _array(self, struct: type[ctypes.Structure], at_least: int = 0) -> Any:
+        array = self._arrays.get(struct)
+        if array is None or len(array) < min(at_least, self.MAX):
+            size = min(max(self.START, at_least), self.MAX)
+            array = self._arrays[struct] = (struct * size)()
+        return array
+
+    def _grown(self, struct: type[ctypes.Structure], array: Any, asked: int) -> Any:
+        """A bigger array after INSUFFICIENT_SIZE (some drivers do not say how big)."""
+        if len(array) >= self.MAX:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INSUFFICIENT_SIZE)
+        return self._array(struct, max(asked, len(array)) * 2 + 5)
+
+    def call_list(self, fn: Any, h: Any, struct: type[ctypes.Structure]) -> list[Any]:
+        """``fn(handle, &count, array)``: the filled entries (a view valid until the next call)."""
+        return self._fill(struct, lambda array, count: fn(h, ctypes.byref(count), array))
+
+    def process_utilization(self, h: Any, since_us: int) -> list[Any]:
+        """nvmlDeviceGetProcessUtilization's samples newer than ``since_us``."""
+        fn = pynvml._nvmlGetFunctionPointer("nvmlDeviceGetProcessUtilization")
+        stamp = ctypes.c_ulonglong(since_us)
+        return self._fill(
+            _ProcessUtilSample, lambda array, count: fn(h, array, ctypes.byref(count), stamp)
+        )
+
+    def _fill(
+        self, struct: type[ctypes.Structure], call: Callable[[Any, ctypes.c_uint], int]
+    ) -> list[Any]:
+        """``call(array, count)`` with an array of ``count`` slots, grown until the list fits."""
+        array = self._array(struct)
+        for _ in range(3):  # the list may grow between calls
+            count = ctypes.c_uint(len(array))
+            ret = call(array, count)
+            if ret == pynvml.NVML_SUCCESS:
+                return array[: count.value]  # type: ignore[no-any-return]
+            if ret != pynvml.NVML_ERROR_INSUFFICIENT_SIZE:
+                raise pynvml.NVMLError(ret)
+            array = self._grown(struct, array, count.value)
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_INSUFFICIENT_SIZE)
+
+
+class _PcieReader:
+    """PCIe rx/tx throughput, which NVML measures by sampling for ~20 ms per call.
+
+    On real hardware two such calls per GPU would make a snapshot of 8 GPUs take a third of a
+    second. When a call is that slow, a daemon thread of its own keeps the latest values and
+    snapshots take those; when it is fast (the simulator, some drivers) it is read in line.
+    """
+
+    SLOW_S = 0.005
+
+    def __init__(self, handles: list[Any | None], interval_s: float = 1.0) -> None:
+        self._handles = handles
+        self._interval_s = interval_s
+        self._latest: dict[int, tuple[int | None, int | None]] = {}
+        self._slow = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def read(self, index: int, h: Any) -> tuple[int | None, int | None]:
+        """(rx, tx) in KB/s for one GPU: in line, or the background thread's latest."""
+        if self._slow and index in self._latest:
+            return self._latest[index]
+        started = time.monotonic()
+        value = self._read_one(h)
+        self._latest[index] = value
+        if not self._slow and time.monotonic() - started > self.SLOW_S:
+            self._slow = True
+            self._thread = threading.Thread(target=self._run, name="gputop-pcie", daemon=True)
+            self._thread.start()
+        return value
+
+    @staticmethod
+    def _read_one(h: Any) -> tuple[int | None, int | None]:
+        rx = _read(pynvml.nvmlDeviceGetPcieThroughput, h, pynvml.NVML_PCIE_UTIL_RX_BYTES)
+        tx = _read(pynvml.nvmlDeviceGetPcieThroughput, h, pynvml.NVML_PCIE_UTIL_TX_BYTES)
+        return rx, tx
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            for index, h in enumerate(self._handles):
+                if h is None:
+                    continue
+                try:
+                    self._latest[index] = self._read_one(h)
+                except (_Lost, pynvml.NVMLError):
+                    self._latest[index] = (None, None)
+
+    def stop(self) -> None:
+        """End the background thread, if any (it is a daemon: this never waits long)."""
+        self._stop.set()
+
+
+def _memory_temperature(h: Any) -> int | None:
+    """HBM temperature, which NVML only offers as a field value."""
+    values = _first(lambda: pynvml.nvmlDeviceGetFieldValues(h, [pynvml.NVML_FI_DEV_MEMORY_TEMP]))
+    if not values or values[0].nvmlReturn != pynvml.NVML_SUCCESS:
+        return None
+    value = int(values[0].value.uiVal)
+    return value if 0 < value < 200 else None  # 0 or garbage: no sensor
+
+
+def _max_known(a: int | None, b: int | None) -> int | None:
+    """The larger of two readings, either of which may be unknown."""
+    if a is None or b is None:
+        return a if b is None else b
+    return max(a, b)
+
+
+def _used(value: int | None) -> int | None:
+    if value is None or value >= 2**64 - 1:  # NVML_VALUE_NOT_AVAILABLE (e.g. Windows WDDM)
+        return None
+    return int(value)
+
+
+# -- readings a query asks for (gputop query) ----------------------------------------------------
+# The NVML calls here are named by engine.probes tables (strings) and made only for the fields
+# a query asked for. Every answer is kept: a value, or why there is none (the driver's error).
+
+_UNAVAILABLE: dict[int, Unavailable] = {
+    pynvml.NVML_ERROR_NOT_SUPPORTED: Unavailable.NOT_SUPPORTED,
+    pynvml.NVML_ERROR_NO_PERMISSION: Unavailable.NO_PERMISSION,
+    pynvml.NVML_ERROR_GPU_IS_LOST: Unavailable.GPU_LOST,
+    pynvml.NVML_ERROR_FUNCTION_NOT_FOUND: Unavailable.NOT_FOUND,
+    getattr(pynvml, "NVML_ERROR_DEPRECATED", 26): Unavailable.DEPRECATED,
+}
+# The member of an NVML field value's union that holds it, by its valueType (nvmlValueType_t).
+_VALUE_MEMBERS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
+# What a missing binding, constant or struct member raises: a pynvml older than the field.
+_MISSING = (AttributeError, TypeError, KeyError, IndexError)
+
+
+def _why(code: int) -> Unavailable:
+    """An NVML return code in words (every code not named here is an unknown error)."""
+    return _UNAVAILABLE.get(code, Unavailable.UNKNOWN)
+
+
+def _const(arg: str | int) -> Any:
+    """A probe argument: a pynvml constant by name, or the number itself."""
+    return getattr(pynvml, arg) if isinstance(arg, str) else arg
+
+
+class _Asked:
+    """The probes a query asked for, read for one GPU at a time (one driver call per source)."""
+
+    def __init__(self, probes: Iterable[Probe], explain: Iterable[str]) -> None:
+        self._probes = tuple(dict.fromkeys(probes))
+        self._explain = tuple(a for a in dict.fromkeys(explain) if a in TYPED)
+
+    def read(self, h: Any, values: Mapping[str, Any]) -> dict[str, Any]:
+        """GpuSample's ``extra`` and ``unavailable`` for one GPU whose readings are ``values``."""
+        # (key, probe, is an extra): an explained reading is on the sample already
+        keyed = [(p.key, p, True) for p in self._probes]
+        keyed += [(a, TYPED[a], False) for a in self._explain if values.get(a) is None]
+        answers = self._field_values(h, [p for _, p, _ in keyed if p.field is not None])
+        extra: list[tuple[str, Scalar]] = []
+        unavailable: list[tuple[str, Unavailable]] = []
+        for key, probe, is_extra in keyed:
+            if probe.field is None and probe.source not in answers:
+                answers[probe.source] = self._call(h, probe)
+            answer = answers[probe.source if probe.field is None else probe.key]
+            value = answer if isinstance(answer, Unavailable) else _part(answer, probe)
+            if isinstance(value, Unavailable):
+                unavailable.append((key, value))
+            elif is_extra:
+                extra.append((key, value))
+        return {"extra": tuple(extra), "unavailable": tuple(unavailable)}
+
+    @staticmethod
+    def _call(h: Any, probe: Probe) -> Any:
+        """The call's answer, or why there is none."""
+        try:
+            fn = getattr(pynvml, probe.call)
+            if probe.out is not None:
+                out = getattr(pynvml, probe.out)()
+                if probe.version is not None:
+                    out.version = getattr(pynvml, probe.version)
+                fn(h, ctypes.byref(out))
+                return out
+            args = [_const(a) for a in probe.args]
+            return fn(h, *args) if probe.device else fn(*args)
+        except pynvml.NVMLError as exc:
+            return _why(exc.value)
+        except _MISSING:
+            return Unavailable.NOT_FOUND
+
+    @staticmethod
+    def _field_values(h: Any, probes: list[Probe]) -> dict[Any, Any]:
+        """Every wanted NVML field value in one call: value or Unavailable, by probe key."""
+        wanted: dict[str, Any] = {}
+        out: dict[Any, Any] = {}
+        for p in probes:
+            try:
+                fid = getattr(pynvml, str(p.field))
+                wanted[p.key] = (fid, getattr(pynvml, p.scope)) if p.scope else fid
+            except AttributeError:
+                out[p.key] = Unavailable.NOT_FOUND
+        if not wanted:
+            return out
+        try:
+            results = pynvml.nvmlDeviceGetFieldValues(h, list(wanted.values()))
+        except pynvml.NVMLError as exc:
+            return {**out, **dict.fromkeys(wanted, _why(exc.value))}
+        for name, v in zip(wanted, results, strict=True):
+            if v.nvmlReturn != pynvml.NVML_SUCCESS:
+                out[name] = _why(v.nvmlReturn)
+            else:
+                out[name] = getattr(v.value, _VALUE_MEMBERS[v.valueType])
+        return out
+
+
+def _part(answer: Any, probe: Probe) -> Scalar | Unavailable:
+    """The probe's value from a call's answer, as a plain int, float or str."""
+    if probe.count:
+        return len(answer)
+    try:
+        if isinstance(probe.part, int):
+            answer = answer[probe.part]
+        elif probe.part is not None:
+            answer = _member(answer, probe.part)
+    except _MISSING:
+        return Unavailable.NOT_FOUND
+    try:
+        return _scalar(answer)
+    except (TypeError, ValueError):  # an answer of a shape this binding did not promise
+        return Unavailable.UNKNOWN
+
+
+def _member(struct: Any, name: str) -> Any:
+    """A struct member; char members raw (pynvml's structs decode them as text, which fails)."""
+    ctype = dict(type(struct)._fields_)[name]
+    if ctype is ctypes.c_char or getattr(ctype, "_type_", None) in (ctypes.c_char, ctypes.c_uint8):
+        where = getattr(type(struct), name)
+        return ctypes.string_at(ctypes.addressof(struct) + where.offset, where.size)
+    return getattr(struct, name)
+
+
+def _scalar(value: Any) -> Scalar:
+    """bytes: one byte as a number, text as text, anything else as 0x-hex (empty when all 0).
+
+    None is a call that succeeded with nothing to return (nvmlDeviceValidateInforom): 1.
+    """
+    if value is None:
+        return 1
+    if isinstance(value, bytes):
+        if len(value) == 1:
+            return value[0]
+        text = value.rstrip(b"\0")
+        if text.isascii() and text.decode().isprintable():
+            return clean(text.decode())
+        return "0x" + value.hex().upper()
+    if isinstance(value, str):
+        return clean(value)
+    if isinstance(value, bool):
+        return int(value)
+    return value if isinstance(value, float) else int(value)

@@ -1,0 +1,227 @@
+"""The sampler: daemon threads that read the source on a schedule and hand out complete snapshots.
+
+Two daemon threads (never Textual workers, so a call hung in the driver cannot hold the exit):
+
+* the *reader* calls ``source.snapshot()`` when asked, one call at a time: a hung call never
+  piles up new calls behind it;
+* the *ticker* asks for a reading every ``interval_s``, waits for it at most ``0.8 * interval_s``
+  and then emits either the fresh, enriched snapshot, or the last good one re-sent with
+  ``stale_s`` set to its age. So the consumer hears from the sampler on time even when the driver
+  hangs. A source that raises is counted (``errors``, ``last_error``) and the last good snapshot
+  is re-sent as stale; the thread keeps going.
+
+The holder scan (``/dev/nvidia*`` open files) runs on the ticker at the slower
+``holder_interval_s`` cadence, or at once through :meth:`Sampler.scan_holders_now`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+from gputop.engine.enrich import enrich as enrich_snapshot
+from gputop.engine.history import History
+from gputop.engine.holders import HolderScan, scan_holders
+from gputop.engine.model import Snapshot
+from gputop.engine.procs import ProcReader
+from gputop.engine.source import Source
+
+log = logging.getLogger(__name__)
+
+_WAIT_FRACTION = 0.8  # of the interval: how long a tick waits for the driver before going stale
+
+
+class _Reader:
+    """A daemon thread that performs ``source.snapshot()`` on request, one call at a time."""
+
+    def __init__(self, source: Source, on_error: Callable[[BaseException], None]) -> None:
+        self._source = source
+        self._on_error = on_error
+        self._cond = threading.Condition()
+        self._requested = False
+        self._busy = False
+        self._done = False  # a finished call whose outcome is not taken yet
+        self._result: Snapshot | None = None
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name="gputop-reader", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+
+    def request(self) -> None:
+        """Ask for a reading unless one is already running or waiting to be taken."""
+        with self._cond:
+            if not (self._busy or self._requested or self._done):
+                self._requested = True
+                self._cond.notify_all()
+
+    def take(self, timeout_s: float) -> Snapshot | None:
+        """The finished reading, or None if it failed or is still running after ``timeout_s``."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._done or self._stopped, timeout_s)
+            if not self._done:
+                return None
+            result, self._result, self._done = self._result, None, False
+            return result
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._requested or self._stopped)
+                if self._stopped:
+                    return
+                self._requested, self._busy = False, True
+            result: Snapshot | None = None
+            try:
+                result = self._source.snapshot()
+            except Exception as exc:  # the source's own bug or a driver failure: keep sampling
+                log.info("source.snapshot() failed", exc_info=True)
+                self._on_error(exc)
+            with self._cond:
+                self._busy, self._done, self._result = False, True, result
+                self._cond.notify_all()
+
+
+class Sampler:
+    """Samples ``source`` every ``interval_s`` on its own daemon threads; see the module docstring.
+
+    ``on_snapshot`` is called from the sampler thread with each complete snapshot (enriched with
+    process rows unless ``enrich`` is False). ``history`` records fresh snapshots only.
+    """
+
+    def __init__(
+        self,
+        source: Source,
+        *,
+        on_snapshot: Callable[[Snapshot], None] | None = None,
+        interval_s: float = 1.0,
+        holder_interval_s: float = 5.0,
+        history_len: int = 600,
+        dev_dir: str | None = None,
+        enrich: bool = True,
+    ) -> None:
+        self.interval_s = interval_s
+        self.holder_interval_s = holder_interval_s
+        self.paused = False
+        # The simulated demo keeps its device files in a folder of its own.
+        self.dev_dir: str = dev_dir or str(getattr(source, "dev_dir", "/dev"))
+        self.on_snapshot = on_snapshot
+        self.history = History(maxlen=history_len)
+        self.errors = 0
+        self.last_error: str | None = None
+        self._enrich = enrich
+        self._source = source
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._latest: Snapshot | None = None
+        self._holders: HolderScan | None = None
+        self._holder_note_logged = False
+        self._procs = ProcReader()
+        self._reader = _Reader(source, self._count_error)
+        self._thread = threading.Thread(target=self._run, name="gputop-sampler", daemon=True)
+
+    @property
+    def interval_s(self) -> float:
+        """Seconds between snapshots (settable while running)."""
+        return self._interval_s
+
+    @interval_s.setter
+    def interval_s(self, value: float) -> None:
+        if not value > 0:
+            raise ValueError(f"interval must be greater than 0, not {value!r}")
+        self._interval_s = float(value)
+
+    @property
+    def latest(self) -> Snapshot | None:
+        """The last fresh snapshot, or None before the first one."""
+        with self._lock:
+            return self._latest
+
+    @property
+    def holders(self) -> HolderScan | None:
+        """The last holder scan, or None before the first one."""
+        with self._lock:
+            return self._holders
+
+    def start(self) -> None:
+        """Start sampling (the first snapshot is read at once)."""
+        self._reader.start()
+        self._thread.start()
+
+    def stop(self, timeout: float = 1.0) -> None:
+        """Stop sampling; returns within about ``timeout`` even if the driver hangs."""
+        self._stop.set()
+        self._reader.stop()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def scan_holders_now(self) -> HolderScan:
+        """Scan for device holders in the caller's thread; the next snapshot uses the result."""
+        scan = scan_holders(self.dev_dir)
+        with self._lock:
+            self._holders = scan
+        if scan.note and not self._holder_note_logged:
+            self._holder_note_logged = True
+            log.info("holder scan: %s", scan.note)
+        return scan
+
+    def _count_error(self, exc: BaseException) -> None:
+        with self._lock:
+            self.errors += 1
+            self.last_error = f"{type(exc).__name__}: {exc}"
+
+    def _run(self) -> None:
+        next_due = time.monotonic()
+        while not self._stop.is_set():
+            if not self.paused:
+                try:
+                    self._tick()
+                except Exception as exc:  # a bug in enrichment must not end sampling
+                    log.info("sampler tick failed", exc_info=True)
+                    self._count_error(exc)
+            next_due += self._interval_s
+            now = time.monotonic()
+            next_due = max(next_due, now)  # after a long tick, don't try to catch up in a burst
+            self._stop.wait(next_due - now)
+
+    def _tick(self) -> None:
+        self._reader.request()
+        fresh = self._reader.take(self._interval_s * _WAIT_FRACTION)
+        if self._stop.is_set():
+            return
+        if fresh is None:
+            last = self.latest
+            if last is not None:
+                self._emit(replace(last, stale_s=max(0.0, time.monotonic() - last.taken_at_mono)))
+            return
+        if self._enrich:
+            fresh = enrich_snapshot(
+                fresh, holders=self._due_holders(), history=self.history, reader=self._procs
+            )
+        self.history.append(fresh)
+        with self._lock:
+            self._latest = fresh
+        self._emit(fresh)
+
+    def _due_holders(self) -> HolderScan:
+        scan = self.holders
+        if scan is None or time.monotonic() - scan.taken_at_mono >= self.holder_interval_s:
+            scan = self.scan_holders_now()
+        return scan
+
+    def _emit(self, snapshot: Snapshot) -> None:
+        if self.on_snapshot is None:
+            return
+        try:
+            self.on_snapshot(snapshot)
+        except Exception as exc:  # the consumer's bug: report it, keep sampling
+            log.info("on_snapshot callback failed", exc_info=True)
+            self._count_error(exc)

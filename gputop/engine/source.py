@@ -1,0 +1,97 @@
+"""Where snapshots come from: the real driver, or the simulated one, behind one small interface."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Protocol
+
+from gputop.engine.model import Snapshot
+from gputop.errors import DriverMissing
+
+DEMO_ENV = "GPUTOP_DEMO"  # set to a scenario name (or "1" for the demo) to use the simulated driver
+
+
+class Source(Protocol):
+    """Anything that can read a complete Snapshot of the box.
+
+    A source may also have ``request_probes(probes, explain)`` (NvmlSource has): ``gputop query``
+    calls it to have the driver read the extra fields it shows (see gputop.engine.probes).
+    """
+
+    @property
+    def simulated(self) -> bool: ...
+
+    @property
+    def dev_dir(self) -> str: ...
+
+    def snapshot(self) -> Snapshot: ...
+
+    def close(self) -> None: ...
+
+
+def open_source(
+    *,
+    demo: str | None = None,
+    scenario: str | None = None,
+    fallback_to_demo: bool = False,
+    environ: dict[str, str] | None = None,
+) -> Source:
+    """Open the real driver, or the simulated one when asked (or absent, with ``fallback_to_demo``).
+
+    ``demo`` is a shipped scenario name; ``scenario`` a path to a scenario file. The fallback is
+    only for a machine without the NVIDIA library: a driver that is there but fails (version
+    mismatch, module not loaded, no permission) raises like any other.
+    Raises DriverError with a one-line message when the driver cannot be used.
+    """
+    from gputop import sim  # local: keep `import gputop.engine.source` free of pynvml
+    from gputop.engine import nvml
+
+    env = os.environ if environ is None else environ
+    if demo is None and scenario is None and env.get(DEMO_ENV):
+        value = env[DEMO_ENV]
+        demo = "demo" if value in ("1", "true", "yes") else value
+    if demo is not None or scenario is not None:
+        sim.install(sim.load_scenario(scenario or demo or "demo"), actors=True)
+        return nvml.NvmlSource(environ=env, simulated=True)
+    try:
+        return nvml.NvmlSource(environ=env)
+    except DriverMissing:
+        if not fallback_to_demo:
+            raise
+    sim.install(sim.load_scenario("demo"), actors=True)
+    return nvml.NvmlSource(environ=env, simulated=True)
+
+
+def add_source_arguments(parser: argparse.ArgumentParser) -> None:
+    """The --demo/--scenario options every command shares, before or after its name.
+
+    The main parser and each subcommand's parser get them. No default is stored
+    (``argparse.SUPPRESS``): a subcommand's parser copies every attribute it has over the main
+    parser's, so a stored None would erase ``gputop --scenario F doctor``'s F. Read them with
+    ``getattr(args, "demo", None)``, as :func:`source_from_args` does.
+    """
+    group = parser.add_argument_group("data source")
+    group.add_argument(
+        "--demo",
+        nargs="?",
+        const="demo",
+        default=argparse.SUPPRESS,
+        metavar="NAME",
+        help="use the simulated driver with a shipped scenario (default: demo; also dgx, faults)",
+    )
+    group.add_argument(
+        "--scenario",
+        metavar="FILE",
+        default=argparse.SUPPRESS,
+        help="use the simulated driver with a scenario file",
+    )
+
+
+def source_from_args(args: argparse.Namespace, *, fallback_to_demo: bool = False) -> Source:
+    """Open the source the parsed --demo/--scenario options ask for."""
+    return open_source(
+        demo=getattr(args, "demo", None),
+        scenario=getattr(args, "scenario", None),
+        fallback_to_demo=fallback_to_demo,
+    )

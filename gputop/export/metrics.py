@@ -1,0 +1,330 @@
+"""Snapshot -> Prometheus metric families, as plain data (stdlib only; the exporter renders them).
+
+GPU metrics use NVIDIA dcgm-exporter's names, types, HELP texts, units and labels (``gpu``,
+``UUID``, ``pci_bus_id``, ``device="nvidiaN"``, ``modelName``, ``hostname``,
+``DCGM_FI_DRIVER_VERSION``; see its etc/default-counters.csv and rendermetrics), so dashboards
+built for it (Grafana 12239) work unchanged. gputop's own metrics start with ``gputop_``.
+A reading the driver does not report (None) is left out, as dcgm-exporter leaves out blank values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from gputop.engine.model import GpuSample, GpuState, ProcessRow, ProcState, Snapshot
+from gputop.units import whole_mib
+
+KIB = 1024
+
+# dcgm-exporter's per-GPU labels, in its order; hostname is added when known (renamed from
+# "Hostname" in dcgm-exporter #655), then the driver version label its default counters add.
+DCGM_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName")
+HOST_LABEL = "hostname"
+DRIVER_LABEL = "DCGM_FI_DRIVER_VERSION"
+STUCK_STATES = (ProcState.HOLDER, ProcState.DEFUNCT, ProcState.ORPHAN, ProcState.STOPPED)
+
+
+class Kind(StrEnum):
+    """Prometheus metric type."""
+
+    GAUGE = "gauge"
+    COUNTER = "counter"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sample:
+    """One time series value: label values in the family's label order."""
+
+    labels: tuple[str, ...]
+    value: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Family:
+    """One metric family. ``name`` is the exposed name (a counter's without ``_total``)."""
+
+    name: str
+    kind: Kind
+    help: str
+    label_names: tuple[str, ...]
+    samples: tuple[Sample, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DcgmField:
+    """A dcgm-exporter field that gputop can fill from a GpuSample."""
+
+    name: str
+    help: str
+    read: Callable[[GpuSample], float | None]
+
+
+def _div(value: int | None, by: int) -> float | None:
+    return None if value is None else value / by
+
+
+def _mib(value: int | None) -> float | None:
+    # DCGM reports whole MiB, by the rule every gputop view uses
+    return None if value is None else float(whole_mib(value))
+
+
+def _fan(g: GpuSample) -> float | None:
+    return None if g.fan_speed_percent is None else float(g.fan_speed_percent)
+
+
+# HELP texts are dcgm-exporter's (default-counters.csv) where it ships the field.
+DCGM_FIELDS: tuple[DcgmField, ...] = (
+    DcgmField("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", lambda g: g.clock_sm_mhz),
+    DcgmField(
+        "DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).", lambda g: g.clock_memory_mhz
+    ),
+    DcgmField("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", lambda g: g.temperature_c),
+    DcgmField(
+        "DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", lambda g: _div(g.power_draw_mw, 1000)
+    ),
+    DcgmField(
+        "DCGM_FI_DEV_POWER_MGMT_LIMIT",
+        "Power management limit (in W).",
+        lambda g: _div(g.power_limit_mw, 1000),
+    ),
+    DcgmField(
+        "DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", lambda g: g.utilization_gpu_percent
+    ),
+    DcgmField(
+        "DCGM_FI_DEV_MEM_COPY_UTIL",
+        "Memory utilization (in %).",
+        lambda g: g.utilization_memory_percent,
+    ),
+    DcgmField("DCGM_FI_DEV_ENC_UTIL", "Encoder utilization (in %).", lambda g: g.encoder_percent),
+    DcgmField("DCGM_FI_DEV_DEC_UTIL", "Decoder utilization (in %).", lambda g: g.decoder_percent),
+    DcgmField("DCGM_FI_DEV_FAN_SPEED", "Fan speed (in %).", _fan),
+    DcgmField(
+        "DCGM_FI_DEV_FB_FREE",
+        "Framebuffer memory free (in MiB).",
+        lambda g: _mib(g.memory_free_bytes),
+    ),
+    DcgmField(
+        "DCGM_FI_DEV_FB_USED",
+        "Framebuffer memory used (in MiB).",
+        lambda g: _mib(g.memory_used_bytes),
+    ),
+    DcgmField(
+        "DCGM_FI_DEV_FB_RESERVED",
+        "Framebuffer memory reserved (in MiB).",
+        lambda g: _mib(g.memory_reserved_bytes),
+    ),
+    DcgmField(
+        "DCGM_FI_DEV_FB_TOTAL",
+        "Framebuffer memory total (in MiB).",
+        lambda g: _mib(g.memory_total_bytes),
+    ),
+    # NVML's PCIe counter (KiB/s over 20 ms) is what DCGM's deprecated PCIE_*_THROUGHPUT fields
+    # read; current DCGM points them at these names, a rate in bytes per second.
+    DcgmField(
+        "DCGM_FI_PROF_PCIE_TX_BYTES",
+        "The rate of data transmitted over the PCIe bus (in bytes per second).",
+        lambda g: None if g.pcie_tx_kbps is None else float(g.pcie_tx_kbps * KIB),
+    ),
+    DcgmField(
+        "DCGM_FI_PROF_PCIE_RX_BYTES",
+        "The rate of data received over the PCIe bus (in bytes per second).",
+        lambda g: None if g.pcie_rx_kbps is None else float(g.pcie_rx_kbps * KIB),
+    ),
+    # A counter in DCGM; exposed as a gauge because prometheus-client would rename a counter to
+    # ..._TOTAL_total. rate()/increase() work on it all the same.
+    DcgmField(
+        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+        "Total number of double-bit volatile ECC errors.",
+        lambda g: g.ecc_errors_uncorrected_volatile,
+    ),
+)
+
+
+def dcgm_labels(gpu: GpuSample, snapshot: Snapshot) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(label names, label values) dcgm-exporter attaches to this GPU's series."""
+    names = list(DCGM_LABELS)
+    values = [
+        str(gpu.index),
+        gpu.uuid or "",
+        gpu.pci_bus_id or "",
+        f"nvidia{gpu.index}",  # dcgm-exporter uses the GPU id here, not the minor number
+        gpu.name or "",
+    ]
+    if snapshot.system.hostname:
+        names.append(HOST_LABEL)
+        values.append(snapshot.system.hostname)
+    names.append(DRIVER_LABEL)
+    values.append(snapshot.system.driver_version or "")
+    return tuple(names), tuple(values)
+
+
+def dcgm_families(snapshot: Snapshot) -> list[Family]:
+    """The dcgm-exporter compatible families; lost GPUs and unreported readings are left out."""
+    families = []
+    live = [g for g in snapshot.gpus if g.state is GpuState.OK]
+    for field in DCGM_FIELDS:
+        samples = []
+        label_names: tuple[str, ...] = ()
+        for gpu in live:
+            value = field.read(gpu)
+            if value is None:
+                continue
+            label_names, label_values = dcgm_labels(gpu, snapshot)
+            samples.append(Sample(labels=label_values, value=float(value)))
+        if samples:
+            families.append(
+                Family(
+                    name=field.name,
+                    kind=Kind.GAUGE,
+                    help=field.help,
+                    label_names=label_names,
+                    samples=tuple(samples),
+                )
+            )
+    return families
+
+
+def short_command(row: ProcessRow | None) -> str:
+    """The process name only (psutil's name, as in /proc/PID/comm): never argv, which can
+    hold secrets such as tokens passed on the command line."""
+    if row is None or row.info.name is None:
+        return ""
+    return row.info.name
+
+
+def process_family(snapshot: Snapshot) -> Family:
+    """GPU memory per (process, GPU), from the driver's per-GPU process list."""
+    rows = {row.pid: row for row in snapshot.processes}
+    samples = []
+    for gpu in snapshot.gpus:
+        for proc in gpu.processes:
+            if proc.used_memory_bytes is None:
+                continue
+            row = rows.get(proc.pid)
+            user = row.info.user if row is not None and row.info.user else ""
+            labels = (str(gpu.index), gpu.uuid or "", str(proc.pid), user, short_command(row))
+            samples.append(Sample(labels=labels, value=float(proc.used_memory_bytes)))
+    return Family(
+        name="gputop_process_gpu_memory_bytes",
+        kind=Kind.GAUGE,
+        help="GPU memory used by a process on a GPU (in bytes); command is the short name only.",
+        label_names=("gpu", "UUID", "pid", "user", "command"),
+        samples=tuple(samples),
+    )
+
+
+def stuck_family(snapshot: Snapshot) -> Family:
+    """How many processes hold a GPU without working, by state (every state, zeros included)."""
+    counts = dict.fromkeys(STUCK_STATES, 0)
+    for row in snapshot.processes:
+        if row.state in counts:
+            counts[row.state] += 1
+    return Family(
+        name="gputop_stuck_processes",
+        kind=Kind.GAUGE,
+        help="Processes holding a GPU without doing GPU work, by state "
+        "(holder: device open but no context; defunct: zombie; orphan: parent gone; stopped).",
+        label_names=("state",),
+        samples=tuple(Sample(labels=(str(s),), value=float(n)) for s, n in counts.items()),
+    )
+
+
+def unattributed_family(snapshot: Snapshot) -> Family:
+    """GPU memory in use that no listed process accounts for."""
+    by_index = {g.index: g for g in snapshot.gpus}
+    samples = []
+    for index, nbytes in snapshot.unattributed_memory_bytes:
+        gpu = by_index.get(index)
+        uuid = gpu.uuid if gpu is not None and gpu.uuid else ""
+        samples.append(Sample(labels=(str(index), uuid), value=float(nbytes)))
+    return Family(
+        name="gputop_unattributed_memory_bytes",
+        kind=Kind.GAUGE,
+        help="GPU memory in use that no process listed by the driver accounts for (in bytes).",
+        label_names=("gpu", "UUID"),
+        samples=tuple(samples),
+    )
+
+
+def lost_family(snapshot: Snapshot) -> Family:
+    """1 for a GPU that fell off the bus, 0 for the others."""
+    return Family(
+        name="gputop_gpu_lost",
+        kind=Kind.GAUGE,
+        help="1 when the GPU fell off the bus (NVML: GPU is lost), else 0.",
+        label_names=("gpu",),
+        samples=tuple(
+            Sample(labels=(str(g.index),), value=float(g.state is GpuState.LOST))
+            for g in snapshot.gpus
+        ),
+    )
+
+
+def info_family(snapshot: Snapshot | None, version: str) -> Family:
+    """gputop_info: constant 1 with the versions and host as labels."""
+    system = snapshot.system if snapshot is not None else None
+    labels = (
+        version,
+        (system.driver_version or "") if system else "",
+        (system.cuda_driver_version or "") if system else "",
+        system.hostname if system else "",
+        str(bool(system and system.simulated)).lower(),
+    )
+    return Family(
+        name="gputop_info",
+        kind=Kind.GAUGE,
+        help="gputop exporter and driver versions (value is always 1).",
+        label_names=("version", "driver_version", "cuda_driver_version", "hostname", "simulated"),
+        samples=(Sample(labels=labels, value=1.0),),
+    )
+
+
+def _single(name: str, kind: Kind, help_text: str, value: float) -> Family:
+    return Family(
+        name=name,
+        kind=kind,
+        help=help_text,
+        label_names=(),
+        samples=(Sample(labels=(), value=value),),
+    )
+
+
+def snapshot_families(
+    snapshot: Snapshot | None, *, age_s: float, sampler_errors: int, version: str
+) -> list[Family]:
+    """Every family for one scrape of ``snapshot`` (None: nothing sampled yet).
+
+    ``age_s`` is how old the newest good sample is; it grows while the driver hangs.
+    """
+    families = dcgm_families(snapshot) if snapshot is not None else []
+    if snapshot is not None:
+        families += [
+            process_family(snapshot),
+            stuck_family(snapshot),
+            unattributed_family(snapshot),
+            lost_family(snapshot),
+            _single(
+                "gputop_sample_duration_seconds",
+                Kind.GAUGE,
+                "How long the last good driver read took (in seconds).",
+                snapshot.duration_s,
+            ),
+        ]
+    families += [
+        _single(
+            "gputop_sample_age_seconds",
+            Kind.GAUGE,
+            "Age of the newest good sample (in seconds); grows while the driver hangs.",
+            age_s,
+        ),
+        _single(
+            "gputop_sampler_errors",
+            Kind.COUNTER,
+            "Failed driver reads since the exporter started.",
+            float(sampler_errors),
+        ),
+        info_family(snapshot, version),
+    ]
+    return families

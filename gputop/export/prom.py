@@ -1,0 +1,113 @@
+"""prometheus-client glue for `gputop export`: the collector and the textfile writer.
+
+The HTTP server that serves the collector's registry is gputop.export.http.
+
+Imports prometheus_client at the top: import this module only after checking that it is installed
+(gputop.commands.export does). Scrapes read the sampler's last snapshot and never call the driver.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Protocol
+
+from prometheus_client import CollectorRegistry, write_to_textfile
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from gputop.engine.model import Snapshot
+from gputop.errors import UsageError
+from gputop.export.metrics import Family, Kind, snapshot_families
+from gputop.version import __version__
+
+TEXTFILE_NAME = "gputop.prom"
+
+
+class SnapshotHolder(Protocol):
+    """What the collector reads: the Sampler, or anything with its ``latest``."""
+
+    @property
+    def latest(self) -> Snapshot | None: ...
+
+
+def to_prometheus(family: Family) -> Metric:
+    """One plain-data Family as a prometheus_client metric family."""
+    metric: GaugeMetricFamily | CounterMetricFamily
+    if family.kind is Kind.COUNTER:
+        metric = CounterMetricFamily(family.name, family.help, labels=family.label_names)
+    else:
+        metric = GaugeMetricFamily(family.name, family.help, labels=family.label_names)
+    for sample in family.samples:
+        metric.add_metric(list(sample.labels), sample.value)
+    return metric
+
+
+class SnapshotCollector:
+    """A prometheus_client Collector that renders the holder's last snapshot at scrape time.
+
+    Before the first snapshot the sample age counts from the collector's creation.
+    """
+
+    def __init__(
+        self,
+        holder: SnapshotHolder | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.holder = holder
+        self._clock = clock
+        self._started_mono = clock()
+
+    def families(self) -> list[Family]:
+        """The plain-data families one scrape would render."""
+        holder = self.holder
+        snapshot = holder.latest if holder is not None else None
+        since = snapshot.taken_at_mono if snapshot is not None else self._started_mono
+        errors = int(getattr(holder, "errors", 0) or 0)
+        return snapshot_families(
+            snapshot,
+            age_s=max(0.0, self._clock() - since),
+            sampler_errors=errors,
+            version=__version__,
+        )
+
+    def collect(self) -> Iterator[Metric]:
+        """Called by prometheus_client for each scrape or textfile write."""
+        for family in self.families():
+            yield to_prometheus(family)
+
+
+def make_registry(collector: SnapshotCollector) -> CollectorRegistry:
+    """A registry of its own (no process/platform collectors): only gputop's metrics."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    return registry
+
+
+class TextfileWriter:
+    """Writes DIR/gputop.prom for node_exporter's textfile collector, atomically.
+
+    prometheus_client.write_to_textfile writes ``gputop.prom.<pid>.<thread>`` in the same folder
+    and renames it over the target, so a reader sees the old file or the new one, never half of
+    one; node_exporter only reads ``*.prom``, so it never picks up the temporary file.
+    """
+
+    def __init__(self, directory: str | Path, registry: CollectorRegistry) -> None:
+        self.path = Path(directory) / TEXTFILE_NAME
+        self._registry = registry
+        self._lock = threading.Lock()
+        folder = Path(directory)
+        if not folder.is_dir():
+            raise UsageError(f"--textfile: not a directory: {folder}")
+
+    def write(self) -> None:
+        """Write the file once; raises UsageError with the reason when it cannot."""
+        with self._lock:
+            try:
+                write_to_textfile(str(self.path), self._registry)
+            except OSError as exc:
+                raise UsageError(
+                    f"--textfile: cannot write {self.path}: {exc.strerror or exc}"
+                ) from None

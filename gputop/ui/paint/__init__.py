@@ -1,0 +1,1 @@
+"""Painting machinery: faster paths through Textual for what the dashboard repaints every tick."""

@@ -1,0 +1,183 @@
+"""The quiet input thread: keys and a lone Esc still arrive, it sleeps while idle, quits at once.
+
+Unit tests drive ``read_input`` through a pipe; the end-to-end test runs the real dashboard on a
+pseudo-terminal, as a person would.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from textual import events
+from textual._xterm_parser import XTermParser
+from textual.drivers.linux_driver import LinuxDriver
+from textual.message import Message
+
+from gputop.ui.app import make_app
+from gputop.ui.paint.driver import CalmLinuxDriver, WakingEvent, read_input
+from tests.pty_terminal import on_terminal
+
+
+class Reader:
+    """read_input() on its own thread, reading a pipe; counts its select() calls."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.events: list[Message] = []
+        self.selects = 0
+        original = selectors.SelectSelector.select
+
+        def counting(selector: selectors.SelectSelector, timeout: float | None = None) -> list:
+            self.selects += 1
+            return original(selector, timeout)
+
+        monkeypatch.setattr(selectors.SelectSelector, "select", counting)
+        self.input_r, self.input_w = os.pipe()
+        self.wake_r, wake_w = os.pipe()
+        self.stop = WakingEvent()
+        self.stop.attach(wake_w)
+        self.thread = threading.Thread(
+            target=read_input,
+            args=(self.input_r, self.wake_r, self.stop, XTermParser(), self.events.append),
+            daemon=True,
+        )
+        self.thread.start()
+
+    def type(self, data: bytes) -> None:
+        os.write(self.input_w, data)
+
+    def keys(self) -> list[str]:
+        return [e.key for e in self.events if isinstance(e, events.Key)]
+
+    def wait_for_keys(self, count: int, timeout_s: float = 2.0) -> list[str]:
+        deadline = time.monotonic() + timeout_s
+        while len(self.keys()) < count and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self.keys()
+
+
+@pytest.fixture
+def reader(monkeypatch: pytest.MonkeyPatch) -> Iterator[Reader]:
+    r = Reader(monkeypatch)
+    yield r
+    r.stop.set()
+    r.thread.join(2)
+    for fd in (r.input_r, r.input_w, r.wake_r):
+        os.close(fd)
+
+
+def test_keys_arrive(reader: Reader) -> None:
+    reader.type(b"q")
+    reader.type(b"\x1b[A")  # up arrow: an escape sequence completed at once
+    assert reader.wait_for_keys(2) == ["q", "up"]
+
+
+def test_a_lone_escape_becomes_a_key_after_the_escape_delay(reader: Reader) -> None:
+    reader.type(b"\x1b")
+    assert reader.wait_for_keys(1) == ["escape"]
+
+
+def test_the_thread_sleeps_while_nobody_types(reader: Reader) -> None:
+    reader.type(b"x")
+    assert reader.wait_for_keys(1) == ["x"]
+    time.sleep(0.05)
+    before = reader.selects
+    time.sleep(0.6)  # Textual's own loop would have woken six times
+    assert reader.selects - before <= 1
+    assert reader.thread.is_alive()
+
+
+def test_setting_the_stop_event_ends_the_thread_at_once(reader: Reader) -> None:
+    time.sleep(0.05)  # asleep in select() with no timeout
+    started = time.monotonic()
+    reader.stop.set()
+    reader.thread.join(2)
+    assert not reader.thread.is_alive()
+    assert time.monotonic() - started < 0.5
+
+
+def test_the_dashboard_uses_the_calm_driver_on_linux(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TEXTUAL_DRIVER", raising=False)
+    driver = make_app(None, start_sampler=False).get_driver_class()
+    assert driver is CalmLinuxDriver and issubclass(driver, LinuxDriver)
+
+
+def _tasks(pid: int) -> dict[str, tuple[str, int]]:
+    """Each thread's kernel wait channel and voluntary context switches."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            wchan = (task / "wchan").read_text()
+            status = (task / "status").read_text()
+        except OSError:
+            continue
+        switches = next(
+            int(line.split()[1])
+            for line in status.splitlines()
+            if line.startswith("voluntary_ctxt_switches")
+        )
+        out[task.name] = (wchan, switches)
+    return out
+
+
+def test_the_real_dashboard_on_a_terminal_idles_quietly_and_quits_at_once() -> None:
+    with on_terminal("--demo") as term:
+        term.wait_for(b"DEMO")
+        before = _tasks(term.proc.pid)
+        term.read_for(1.5)
+        after = _tasks(term.proc.pid)
+        # The input thread is the one asleep in select(); "0" where the kernel hides wchan.
+        selecting = [t for t, (wchan, _) in after.items() if "poll" in wchan or "select" in wchan]
+        if selecting:
+            assert any(after[t][1] - before.get(t, ("", 0))[1] <= 2 for t in selecting)
+        term.type(b"q")
+        started = time.monotonic()
+        assert term.read_to_end() == 0
+        assert time.monotonic() - started < 3
+
+
+def test_end_of_input_does_not_spin(reader: Reader) -> None:
+    reader.type(b"q")
+    assert reader.wait_for_keys(1) == ["q"]
+    os.close(reader.input_w)
+    reader.input_w = os.open(os.devnull, os.O_WRONLY)  # the fixture closes something
+    time.sleep(0.1)
+    before = reader.selects
+    time.sleep(0.5)
+    assert reader.selects - before <= 1  # EOF stays readable: watching it would spin
+    assert reader.thread.is_alive()
+
+
+def test_textuals_own_input_thread_still_drives_the_dashboard() -> None:
+    """The fallback (a Textual without its private parser) reads keys with Textual's thread."""
+    from gputop.ui.paint.driver import PLAIN_INPUT_ENV
+    from tests.pty_terminal import clean_env
+
+    with on_terminal("--demo", env={**clean_env(), PLAIN_INPUT_ENV: "1"}) as term:
+        term.wait_for(b"DEMO")
+        term.type(b"?")
+        term.wait_for(b"holder")  # the help screen's states table: the key arrived
+        term.type(b"\x1b")
+        term.read_for(0.5)
+        term.type(b"q")
+        assert term.read_to_end() == 0
+
+
+def test_plain_input_env_runs_textuals_input_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gputop.ui.paint import driver as calm
+
+    ran: list[str] = []
+    monkeypatch.setattr(LinuxDriver, "run_input_thread", lambda self: ran.append("textual"))
+    monkeypatch.setattr(calm, "read_input", lambda *a, **k: ran.append("calm"))
+    monkeypatch.setenv(calm.PLAIN_INPUT_ENV, "1")
+    make_app_driver = CalmLinuxDriver.__new__(CalmLinuxDriver)
+    make_app_driver.run_input_thread()
+    monkeypatch.setattr(calm, "XTermParser", None)
+    monkeypatch.delenv(calm.PLAIN_INPUT_ENV)
+    make_app_driver.run_input_thread()
+    assert ran == ["textual", "textual"]

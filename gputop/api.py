@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import IO, Any
 
+from gputop import units
 from gputop.engine.model import Snapshot
 from gputop.engine.source import Source, open_source
 from gputop.units import MiB
@@ -89,10 +90,6 @@ def processes(*, source: Source | None = None) -> list[dict[str, Any]]:
     return [process_row_to_dict(r) for r in snapshot(source=source).processes]
 
 
-def _percent(value: float | None) -> str:
-    return "N/A" if value is None else f"{round(value)}%"
-
-
 def show(file: IO[str] | None = None, *, source: Source | None = None) -> None:
     """Print a compact table of GPU and memory utilisation, like GPUtil's showUtilization()."""
     out = file if file is not None else sys.stdout
@@ -101,8 +98,8 @@ def show(file: IO[str] | None = None, *, source: Source | None = None) -> None:
         mem = None
         if g.memory_used_bytes is not None and g.memory_total_bytes:
             mem = 100 * g.memory_used_bytes / g.memory_total_bytes
-        gpu = _percent(g.utilization_gpu_percent)
-        lines.append(f"| {g.index:>2} | {gpu:>4} | {_percent(mem):>4} |")
+        gpu = units.percent(g.utilization_gpu_percent)
+        lines.append(f"| {g.index:>2} | {gpu:>4} | {units.percent(mem):>4} |")
     out.write("\n".join(lines) + "\n")
 
 

@@ -1,8 +1,29 @@
-"""Units to text and readings to severity levels, shared by every view (pure; no colour here).
+"""THE units module: every reading (bytes, percent, mW, MHz, °C, KB/s, seconds) turned into text,
+and readings turned into severity levels; shared by every view (pure; no colour here).
 
-Every text function takes ``None`` (the driver does not report the field) and returns ``"N/A"``.
-Sizes use binary units (1 MiB = 1024**2 bytes), as nvidia-smi does for its "MiB".
+N/A rule: every text function takes ``None`` (the driver does not report the field) and returns
+``"N/A"``, bare: a unit is never glued to N/A (``"N/A"``, not ``"N/AW"``).
+Binary units: sizes are binary (1 MiB = 1024**2 bytes, as nvidia-smi's "MiB"); whole MiB are
+counted by one rule, :func:`whole_mib` (the fraction is dropped). The dashboard's one-letter
+sizes (``"61.2G"``) are binary too. One exception, kept as the dashboard has always shown it:
+:func:`rate_kbps` scales NVML's KB/s by 1000 (``"175MB/s"``, ``"1.2GB/s"``).
+
+Where two views need different text for one unit, the names say which style:
+
+- ``--once`` (gpustat's layout): :func:`temperature`, :func:`percent_padded`, :func:`power_pair`,
+  :func:`mib_pair`, :func:`mib_compact` (``"20480M"``), :func:`duration` (``"12m05s"``),
+  :func:`text`.
+- ``doctor``: :func:`mib_grouped` (``"20,480 MiB"``). ``gputop.show()`` (the API): :func:`percent`.
+- the dashboard (narrow cells; the memory cell is 6 characters wide): :func:`short_size`
+  (``"61.2G"``), :func:`gib_pair`, :func:`percent`, :func:`number`, :func:`watts`,
+  :func:`watts_limit_suffix`, :func:`mhz`, :func:`temperature`, :func:`pstate`, :func:`rate_kbps`,
+  :func:`duration_coarse` (``"12m"``: a table cell changes once a minute).
+- ``dmon``, ``query``, ``json`` and the exporter print numbers, not these texts: they take
+  :func:`whole_mib` (dmon, query, the exporter's MiB) or the raw value (json); nvidia-smi's own
+  field formats are in :mod:`gputop.commands.query_table`.
+
 Views map :class:`Level` to colours (ANSI in ``--once``, CSS classes in the dashboard).
+The engine and the simulator import this module only for the byte constants (``MiB``, ``GiB``).
 """
 
 from __future__ import annotations
@@ -38,6 +59,9 @@ class Level(StrEnum):
     CRIT = "crit"
 
 
+# -- bytes -----------------------------------------------------------------------------------------
+
+
 def whole_mib(value_bytes: int) -> int:
     """Bytes as whole MiB by nvidia-smi's rule, the one every view uses: the fraction is dropped.
 
@@ -48,35 +72,53 @@ def whole_mib(value_bytes: int) -> int:
     return whole if value_bytes >= 0 else -whole
 
 
-def mib(value_bytes: int | None) -> str:
-    """Whole MiB with the unit, nvidia-smi style: ``"61234MiB"``."""
-    return NA if value_bytes is None else f"{whole_mib(value_bytes)}MiB"
-
-
 def mib_number(value_bytes: int | None) -> str:
-    """Whole MiB without a unit, for "used / total" pairs: ``"61234"``."""
+    """Whole MiB without a unit: ``"61234"``."""
     return NA if value_bytes is None else str(whole_mib(value_bytes))
 
 
-def gib(value_bytes: int | None, digits: int = 1) -> str:
-    """GiB with ``digits`` decimals: ``"59.8GiB"``."""
-    return NA if value_bytes is None else f"{value_bytes / GiB:.{digits}f}GiB"
+def mib_pair(used_bytes: int | None, total_bytes: int | None, width: int = 0) -> str:
+    """Used and total whole MiB, each right-aligned to ``width``: ``"61234 / 81920 MiB"`` (--once).
+
+    Either side may be N/A: ``"N/A / 81920 MiB"``.
+    """
+    used, total = mib_number(used_bytes), mib_number(total_bytes)
+    return f"{used:>{width}} / {total:>{width}} MiB"
 
 
-def human_bytes(value_bytes: int | None) -> str:
-    """The largest binary unit keeping the number >= 1: ``"512B"``, ``"1.5MiB"``, ``"59.8GiB"``."""
+def mib_compact(value_bytes: int | None) -> str:
+    """Whole MiB with gpustat's one-letter unit, for --once's process tokens: ``"20480M"``."""
+    return NA if value_bytes is None else f"{whole_mib(value_bytes)}M"
+
+
+def mib_grouped(value_bytes: int | None) -> str:
+    """Whole MiB with thousands separators, for doctor: ``"20,480 MiB"``."""
+    return NA if value_bytes is None else f"{whole_mib(value_bytes):,} MiB"
+
+
+def short_size(value_bytes: int | None) -> str:
+    """The dashboard's short size, at most 6 characters: ``"512B"``, ``"3.0M"``, ``"61.2G"``.
+
+    The largest binary unit (K, M, G, T: KiB ... TiB) keeping the number >= 1; one decimal below
+    100, none from 100 on (``"150G"``).
+    """
     if value_bytes is None:
         return NA
-    size = abs(value_bytes)
-    for unit, scale in (("TiB", TiB), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
-        if size >= scale:
-            return f"{value_bytes / scale:.1f}{unit}"
+    for suffix, factor in (("T", TiB), ("G", GiB), ("M", MiB), ("K", KiB)):
+        if value_bytes >= factor:
+            value = value_bytes / factor
+            return f"{value:.1f}{suffix}" if value < 100 else f"{value:.0f}{suffix}"
     return f"{value_bytes}B"
 
 
-def memory_pair(used_bytes: int | None, total_bytes: int | None) -> str:
-    """``"61234 / 81920 MiB"``; either side may be N/A."""
-    return f"{mib_number(used_bytes)} / {mib_number(total_bytes)} MiB"
+def gib_pair(used_bytes: int | None, total_bytes: int | None) -> str:
+    """Used and total GiB for the dashboard's memory value: ``"60.0/80.0 GiB"``.
+
+    When either is unknown, each side as :func:`short_size`: ``"N/A/80.0G"``.
+    """
+    if used_bytes is None or total_bytes is None:
+        return f"{short_size(used_bytes)}/{short_size(total_bytes)}"
+    return f"{used_bytes / GiB:.1f}/{total_bytes / GiB:.1f} GiB"
 
 
 def memory_fraction(used_bytes: int | None, total_bytes: int | None) -> float | None:
@@ -86,26 +128,53 @@ def memory_fraction(used_bytes: int | None, total_bytes: int | None) -> float | 
     return used_bytes / total_bytes
 
 
+# -- percent and plain numbers ---------------------------------------------------------------------
+
+
 def percent(value: float | None) -> str:
-    """``"85%"`` (rounded to a whole percent)."""
-    return NA if value is None else f"{round(value)}%"
+    """A whole percent (rounded half to even): ``"42%"``."""
+    return NA if value is None else f"{value:.0f}%"
+
+
+def percent_padded(value: int | None) -> str:
+    """gpustat's 5-character percent column for --once: ``" 85 %"``, ``"  N/A"``."""
+    return NA.rjust(5) if value is None else f"{value:3d} %"
+
+
+def number(value: float | None) -> str:
+    """A whole number without its unit, where the column header names it: ``"42"``."""
+    return NA if value is None else f"{value:.0f}"
+
+
+# -- power, clocks, temperature, PCIe --------------------------------------------------------------
+
+
+def _whole_watts(value_mw: int | None) -> str:
+    return NA if value_mw is None else str(round(value_mw / 1000))
 
 
 def watts(value_mw: int | None) -> str:
     """Milliwatts as whole watts: ``"250W"``."""
-    return NA if value_mw is None else f"{round(value_mw / 1000)}W"
+    return NA if value_mw is None else f"{_whole_watts(value_mw)}W"
 
 
-def power_pair(draw_mw: int | None, limit_mw: int | None) -> str:
-    """``"250 / 400 W"``; either side may be N/A."""
-    draw = NA if draw_mw is None else str(round(draw_mw / 1000))
-    limit = NA if limit_mw is None else str(round(limit_mw / 1000))
-    return f"{draw} / {limit} W"
+def power_pair(draw_mw: int | None, limit_mw: int | None, width: int = 0) -> str:
+    """Draw and limit in whole watts, each right-aligned to ``width``: ``"250 / 400 W"`` (--once).
+
+    Either side may be N/A: ``"N/A / 400 W"``.
+    """
+    draw, limit = _whole_watts(draw_mw), _whole_watts(limit_mw)
+    return f"{draw:>{width}} / {limit:>{width}} W"
 
 
-def mhz(value_mhz: int | None) -> str:
-    """``"1410MHz"``."""
-    return NA if value_mhz is None else f"{value_mhz}MHz"
+def watts_limit_suffix(limit_mw: int | None) -> str:
+    """The dashboard's limit after a draw: ``"/400W"``; ``""`` (not N/A) when it is unknown."""
+    return "" if limit_mw is None else f"/{_whole_watts(limit_mw)}W"
+
+
+def mhz(value_mhz: int | None, sep: str = "") -> str:
+    """``"1410MHz"``; ``sep=" "`` gives ``"1410 MHz"``."""
+    return NA if value_mhz is None else f"{value_mhz}{sep}MHz"
 
 
 def temperature(value_c: int | None, degree: str = "°") -> str:
@@ -118,24 +187,34 @@ def pstate(value: int | None) -> str:
     return NA if value is None else f"P{value}"
 
 
-def on_off(value: bool | None) -> str:
-    """``"On"``/``"Off"`` like nvidia-smi."""
-    return NA if value is None else ("On" if value else "Off")
+def rate_kbps(value_kbps: int | None) -> str:
+    """PCIe throughput (NVML's KB/s) for the dashboard: ``"175MB/s"``, ``"1.2GB/s"``.
+
+    Scaled by 1000, not 1024 (the one decimal scale in this module; dmon divides by 1024).
+    """
+    if value_kbps is None:
+        return NA
+    if value_kbps >= 1_000_000:
+        return f"{value_kbps / 1_000_000:.1f}GB/s"
+    return f"{value_kbps / 1000:.0f}MB/s"
 
 
-def throughput_kbps(value_kbps: int | None) -> str:
-    """PCIe throughput in KB/s as NVML reports it, scaled: ``"175.8MiB/s"``."""
-    return NA if value_kbps is None else human_bytes(value_kbps * KiB) + "/s"
+# -- time ------------------------------------------------------------------------------------------
+
+
+def _split_seconds(seconds: float) -> tuple[int, int, int, int]:
+    """Whole (days, hours, minutes, seconds) of a non-negative number of seconds."""
+    days, rest = divmod(int(seconds), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    return days, hours, minutes, secs
 
 
 def duration(seconds: float | None) -> str:
-    """The two largest units: ``"45s"``, ``"12m05s"``, ``"3h12m"``, ``"2d04h"``."""
+    """The two largest units, to the second: ``"45s"``, ``"12m05s"``, ``"3h12m"``, ``"2d04h"``."""
     if seconds is None or seconds < 0:
         return NA
-    total = int(seconds)
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
+    days, hours, minutes, secs = _split_seconds(seconds)
     if days:
         return f"{days}d{hours:02d}h"
     if hours:
@@ -145,9 +224,30 @@ def duration(seconds: float | None) -> str:
     return f"{secs}s"
 
 
+def duration_coarse(seconds: float | None) -> str:
+    """The dashboard's run time: whole minutes past a minute, so a cell changes once a minute.
+
+    ``"42s"``, ``"12m"``, ``"3h04m"``, ``"2d03h"`` (:func:`duration` would say ``"12m05s"``).
+    """
+    if seconds is None or seconds < 0:
+        return NA
+    days, hours, minutes, secs = _split_seconds(seconds)
+    if days:
+        return f"{days}d{hours:02d}h"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m" if minutes else f"{secs}s"
+
+
+# -- anything else ---------------------------------------------------------------------------------
+
+
 def text(value: object | None) -> str:
     """Any value as text, None as N/A (names, versions, modes)."""
     return NA if value is None else str(value)
+
+
+# -- levels ----------------------------------------------------------------------------------------
 
 
 def temperature_level(value_c: int | None, slowdown_c: int | None) -> Level:

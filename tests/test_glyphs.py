@@ -7,8 +7,7 @@ import unicodedata
 
 import pytest
 
-from gputop import glyphs
-from gputop import units as fmt
+from gputop import glyphs, units
 from gputop.glyphs import ASCII, UNICODE
 
 
@@ -162,6 +161,6 @@ def test_stand_ins(char: str, expected: str) -> None:
 
 
 def test_temperature_without_a_degree_sign() -> None:
-    assert fmt.temperature(61) == "61°C"
-    assert fmt.temperature(61, ASCII.degree) == "61C"
-    assert fmt.temperature(None, "") == "N/A"
+    assert units.temperature(61) == "61°C"
+    assert units.temperature(61, ASCII.degree) == "61C"
+    assert units.temperature(None, "") == "N/A"

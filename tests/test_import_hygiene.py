@@ -1,81 +1,346 @@
-"""Layering: the engine never loads Textual; only the driver layer and the sim touch pynvml."""
+"""Layering: who may import whom inside gputop, and where Textual and pynvml may be loaded.
+
+Static checks read every .py under gputop/ with ``ast`` (imports inside functions and under
+``TYPE_CHECKING`` included). The transitive checks follow only the imports that run when a module
+is imported (module level, not under ``TYPE_CHECKING``, plus the parent packages Python runs
+first). A few entry points are also imported for real, each in a fresh interpreter.
+"""
 
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
+from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "gputop"
-ENGINE_MODULES = [
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "gputop"
+
+
+@dataclass(frozen=True)
+class Layer:
+    what: str  # what lives there, in a few words
+    modules: tuple[str, ...]  # "gputop.engine.*": the package and everything in it
+    may_import: tuple[str, ...]  # layers by name, or single modules by their full name
+    never: tuple[str, ...] = ()  # modules it must not import all the same
+
+
+# Who may import whom (the README's Layout section shows the same table). A layer may import
+# itself only where it says so: the leaves import nothing from gputop, not even each other.
+LAYERS: dict[str, Layer] = {
+    "leaves": Layer(
+        what="small helpers anyone may use",
+        modules=("gputop.version", "gputop.errors", "gputop.units", "gputop.glyphs"),
+        may_import=(),  # nothing from gputop
+    ),
+    "shell": Layer(
+        what="command-line value types, exit signals and one-line errors",
+        modules=("gputop.argtypes", "gputop.exits"),
+        may_import=("leaves", "gputop.engine.sanitize"),
+    ),
+    "engine": Layer(
+        what="snapshots, the NVML reader, processes, the sampler",
+        modules=("gputop.engine.*",),
+        may_import=("engine", "sim", "leaves"),
+    ),
+    "sim": Layer(
+        what="the simulated driver",
+        modules=("gputop.sim.*",),
+        may_import=("sim", "engine", "leaves"),
+    ),
+    "export": Layer(
+        what="metrics as data, Prometheus glue, the HTTP server",
+        modules=("gputop.export.*",),
+        may_import=("export", "engine", "leaves"),
+    ),
+    "commands": Layer(
+        what="once, json, doctor, query, dmon, export",
+        modules=("gputop.commands.*",),
+        may_import=("commands", "engine", "export", "sim", "leaves", "shell"),
+    ),
+    "ui": Layer(
+        what="the Textual dashboard",
+        modules=("gputop.ui.*",),
+        may_import=("ui", "engine", "leaves", "gputop.exits"),  # exits: ExitSignals, for its type
+        never=("gputop.engine.nvml",),  # never the driver itself (nor the sim: not listed)
+    ),
+    "top": Layer(
+        what="the package, the Python API and the command line",
+        modules=("gputop", "gputop.__main__", "gputop.api", "gputop.cli"),
+        may_import=("top", "leaves", "shell", "engine", "sim", "export", "commands", "ui"),
+    ),
+}
+
+# Imports that break a rule above, accepted for now: (importer, imported) -> why. None today.
+ALLOWANCES: dict[tuple[str, str], str] = {}
+
+# The only modules that may import pynvml / Textual, or load it when they are imported.
+PYNVML_MODULES = ("gputop.engine.nvml", "gputop.sim.*")
+TEXTUAL_MODULES = ("gputop.ui.*",)
+
+
+def matches(module: str, patterns: tuple[str, ...]) -> bool:
+    for pattern in patterns:
+        if pattern.endswith(".*"):
+            package = pattern[:-2]
+            if module == package or module.startswith(package + "."):
+                return True
+        elif module == pattern:
+            return True
+    return False
+
+
+def is_textual(top_level_name: str) -> bool:
+    """Textual or one of its plugins (textual_plotext)."""
+    return top_level_name == "textual" or top_level_name.startswith("textual_")
+
+
+# -- reading the sources ----------------------------------------------------------------------
+def module_of(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES: dict[str, Path] = {module_of(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+@dataclass(frozen=True)
+class Imported:
+    name: str  # a gputop module, or an outside package's top-level name
+    line: int
+    at_import: bool  # runs when the importer is imported (module level, not TYPE_CHECKING)
+
+
+def _type_checking(test: ast.expr) -> bool:
+    return ast.unparse(test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+
+
+def _targets(importer: str, node: ast.Import | ast.ImportFrom) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    base = node.module or ""
+    if node.level:  # relative: from the importer's package
+        package = (
+            importer if MODULES[importer].name == "__init__.py" else importer.rpartition(".")[0]
+        )
+        for _ in range(node.level - 1):
+            package = package.rpartition(".")[0]
+        base = f"{package}.{base}" if base else package
+    # ``from gputop import units`` imports the module gputop.units
+    return [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
+
+
+@cache
+def imports_of(module: str) -> tuple[Imported, ...]:
+    tree = ast.parse(MODULES[module].read_text(), str(MODULES[module]))
+    found: list[Imported] = []
+
+    def visit(node: ast.AST, at_import: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            runs = at_import and not isinstance(
+                child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
+            )
+            if isinstance(child, ast.Import | ast.ImportFrom):
+                for target in _targets(module, child):
+                    name = target if target.startswith("gputop") else target.split(".")[0]
+                    found.append(Imported(name, child.lineno, runs))
+            if isinstance(child, ast.If) and _type_checking(child.test):
+                for stmt in child.body:
+                    visit_stmt(stmt, at_import=False)
+                for stmt in child.orelse:
+                    visit_stmt(stmt, at_import=runs)
+                continue
+            visit(child, runs)
+
+    def visit_stmt(stmt: ast.stmt, at_import: bool) -> None:
+        wrapper = ast.Module(body=[stmt], type_ignores=[])
+        visit(wrapper, at_import)
+
+    visit(tree, at_import=True)
+    return tuple(found)
+
+
+def gputop_imports(module: str) -> list[Imported]:
+    return [i for i in imports_of(module) if i.name == "gputop" or i.name.startswith("gputop.")]
+
+
+def outside_imports(module: str) -> list[Imported]:
+    return [i for i in imports_of(module) if not i.name.startswith("gputop")]
+
+
+def layer_of(module: str) -> str | None:
+    for name, layer in LAYERS.items():
+        if matches(module, layer.modules):
+            return name
+    return None
+
+
+def where(module: str, imported: Imported) -> str:
+    return f"{MODULES[module].relative_to(ROOT)}:{imported.line}"
+
+
+# -- static: the layers -----------------------------------------------------------------------
+def test_every_module_has_a_layer() -> None:
+    assert [m for m in MODULES if layer_of(m) is None] == []
+
+
+def test_the_layers_are_a_partition_and_name_real_modules() -> None:
+    for module in MODULES:
+        owners = [n for n, layer in LAYERS.items() if matches(module, layer.modules)]
+        assert len(owners) == 1, (module, owners)
+    for layer in LAYERS.values():
+        for target in (*layer.may_import, *layer.never):
+            assert target in LAYERS or target in MODULES, target
+    for importer, imported in ALLOWANCES:
+        assert importer in MODULES and imported in MODULES, (importer, imported)
+
+
+def allowed(importer: str, imported: str) -> bool:
+    if (importer, imported) in ALLOWANCES:
+        return True
+    own = layer_of(importer)
+    if own is None:  # test_every_module_has_a_layer names it
+        return False
+    layer = LAYERS[own]
+    if imported in layer.never:
+        return False
+    return imported in layer.may_import or layer_of(imported) in layer.may_import
+
+
+def test_each_module_imports_only_what_its_layer_may() -> None:
+    broken = [
+        f"{where(module, i)}: {module} ({layer_of(module)}) imports {i.name} ({layer_of(i.name)})"
+        for module in MODULES
+        for i in gputop_imports(module)
+        if not allowed(module, i.name)
+    ]
+    assert broken == []
+
+
+def test_every_allowance_is_still_needed() -> None:
+    used = {(m, i.name) for m in MODULES for i in gputop_imports(m)}
+    assert [pair for pair in ALLOWANCES if pair not in used] == []
+
+
+# -- static: Textual and pynvml ---------------------------------------------------------------
+def test_only_ui_imports_textual() -> None:
+    offenders = [
+        f"{where(module, i)}: {i.name}"
+        for module in MODULES
+        for i in outside_imports(module)
+        if is_textual(i.name) and not matches(module, TEXTUAL_MODULES)
+    ]
+    assert offenders == []
+
+
+def test_only_the_nvml_reader_and_the_sim_import_pynvml() -> None:
+    offenders = [
+        where(module, i)
+        for module in MODULES
+        for i in outside_imports(module)
+        if i.name == "pynvml" and not matches(module, PYNVML_MODULES)
+    ]
+    assert offenders == []
+
+
+# -- transitive: what importing a module loads ------------------------------------------------
+def parents(module: str) -> list[str]:
+    parts = module.split(".")
+    return [".".join(parts[:n]) for n in range(1, len(parts))]
+
+
+@cache
+def loaded_by(module: str) -> frozenset[str]:
+    """The gputop modules importing ``module`` runs (itself included), by module-level imports."""
+    seen: set[str] = set()
+    todo = [*parents(module), module]
+    while todo:
+        current = todo.pop()
+        if current in seen or current not in MODULES:
+            continue
+        seen.add(current)
+        for i in gputop_imports(current):
+            if i.at_import:
+                todo += [*parents(i.name), i.name]
+    return frozenset(seen)
+
+
+def path_to(module: str, wanted: str) -> list[str]:
+    """One chain of module-level imports from ``module`` to one that imports ``wanted``."""
+    chains = [[p] for p in (*parents(module), module)]
+    seen: set[str] = set()
+    while chains:
+        chain = chains.pop(0)
+        current = chain[-1]
+        if current in seen or current not in MODULES:
+            continue
+        seen.add(current)
+        if any(i.at_import and i.name == wanted for i in outside_imports(current)):
+            return [*chain, wanted]
+        for i in gputop_imports(current):
+            if i.at_import:
+                chains += [[*chain, p] for p in (*parents(i.name), i.name)]
+    return []
+
+
+def reaches(module: str, outside: str) -> bool:
+    return any(
+        i.at_import and i.name == outside for m in loaded_by(module) for i in outside_imports(m)
+    )
+
+
+def test_no_module_but_the_nvml_reader_and_the_sim_loads_pynvml_at_import() -> None:
+    offenders = [
+        f"{m}: " + " -> ".join(path_to(m, "pynvml"))
+        for m in MODULES
+        if not matches(m, PYNVML_MODULES) and reaches(m, "pynvml")
+    ]
+    assert offenders == []
+
+
+def test_no_module_outside_ui_loads_textual_at_import() -> None:
+    offenders = [
+        f"{m}: " + " -> ".join(path_to(m, name))
+        for m in MODULES
+        if not matches(m, TEXTUAL_MODULES)
+        for name in sorted({i.name for x in loaded_by(m) for i in outside_imports(x)})
+        if is_textual(name) and reaches(m, name)
+    ]
+    assert offenders == []
+
+
+# -- runtime: the entry points, each in a fresh interpreter -----------------------------------
+ENTRY_POINTS = [
     "gputop",
-    "gputop.engine.model",
-    "gputop.engine.nvml",
-    "gputop.engine.source",
-    "gputop.engine.sampler",
-    "gputop.engine.enrich",
-    "gputop.engine.kill",
-    "gputop.engine.procs",
-    "gputop.engine.holders",
-    "gputop.engine.history",
-    "gputop.units",
-    "gputop.engine.cuda_index",
-    "gputop.commands.once",
-    "gputop.commands.json_out",
-    "gputop.commands.doctor",
-    "gputop.commands.query",
-    "gputop.commands.dmon",
-    "gputop.commands.export",
     "gputop.api",
+    "gputop.cli",
+    "gputop.engine.sampler",
+    "gputop.engine.source",
+    *sorted(m for m in MODULES if matches(m, ("gputop.commands.*", "gputop.export.*"))),
 ]
 
 
 def loaded_after_import(module: str) -> set[str]:
     code = f"import sys, {module}; print(' '.join(sorted(sys.modules)))"
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},  # this checkout's gputop
     )
     return set(out.stdout.split())
 
 
-@pytest.mark.parametrize("module", ENGINE_MODULES)
-def test_engine_never_loads_textual(module: str) -> None:
-    loaded = loaded_after_import(module)
-    assert "textual" not in loaded, f"{module} pulls in Textual"
-
-
-def test_plain_import_gputop_is_light() -> None:
-    loaded = loaded_after_import("gputop")
-    assert "pynvml" not in loaded and "textual" not in loaded
-
-
-def imported_names(path: Path) -> set[str]:
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            names.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module.split(".")[0])
-    return names
-
-
-def test_only_the_driver_layer_imports_pynvml() -> None:
-    offenders = [
-        str(path.relative_to(PACKAGE))
-        for path in PACKAGE.rglob("*.py")
-        if "pynvml" in imported_names(path)
-        and path.name != "nvml.py"
-        and "sim" not in path.relative_to(PACKAGE).parts
-    ]
-    assert offenders == []
-
-
-def test_ui_never_touches_the_driver() -> None:
-    ui = PACKAGE / "ui"
-    for path in ui.rglob("*.py"):
-        text = path.read_text()
-        assert "pynvml" not in imported_names(path), path
-        assert "gputop.engine.nvml" not in text, path
+@pytest.mark.parametrize("module", ENTRY_POINTS)
+def test_entry_points_load_neither_textual_nor_pynvml(module: str) -> None:
+    loaded = {name.split(".")[0] for name in loaded_after_import(module)}
+    assert "gputop" in loaded
+    assert {name for name in loaded if is_textual(name) or name == "pynvml"} == set()

@@ -22,7 +22,7 @@ from gputop.commands.schedule import run_on_schedule
 from gputop.engine.model import GpuSample, GpuState
 from gputop.engine.source import source_from_args
 from gputop.errors import UsageError
-from gputop.units import whole_mib
+from gputop.units import KiB, whole_mib
 
 DEFAULT_GROUPS = "puc"
 GROUP_ORDER = "pucvmet"
@@ -89,8 +89,8 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
         Column("pci", "errs", 5, lambda g: None),  # PCIe replay counter is not read
     ),
     "t": (
-        Column("rxpci", "MB/s", 5, lambda g: _round(g.pcie_rx_kbps, 1024)),
-        Column("txpci", "MB/s", 5, lambda g: _round(g.pcie_tx_kbps, 1024)),
+        Column("rxpci", "MB/s", 5, lambda g: _round(g.pcie_rx_kbps, KiB)),
+        Column("txpci", "MB/s", 5, lambda g: _round(g.pcie_tx_kbps, KiB)),
     ),
 }
 

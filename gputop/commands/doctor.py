@@ -11,8 +11,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-from gputop import glyphs
-from gputop import units as fmt
+from gputop import glyphs, units
 from gputop.engine.enrich import attributed_memory_bytes, enrich, unattributed_tolerance_bytes
 from gputop.engine.holders import HolderScan, scan_holders
 from gputop.engine.model import GpuSample, GpuState, ProcessRow, ProcState, Snapshot
@@ -64,10 +63,6 @@ def run(args: argparse.Namespace) -> int:
     return diagnosis.exit_code
 
 
-def _mib(value: int | None) -> str:
-    return "N/A" if value is None else f"{fmt.whole_mib(value):,} MiB"
-
-
 def _is_forked_worker(row: ProcessRow, active_pids: set[int]) -> bool:
     """A holder whose parent is an active GPU process: a worker that inherited the device fds."""
     return row.state is ProcState.HOLDER and row.info.ppid in active_pids
@@ -91,14 +86,16 @@ def _gpu_line(gpu: GpuSample, unattributed: dict[int, int]) -> str:
     if gpu.state is not GpuState.OK:
         return f"{head}: {gpu.state.value.upper()} ({gpu.error or 'no reason given'})"
     listed = len(gpu.processes)
+    used, attributed = gpu.memory_used_bytes, attributed_memory_bytes(gpu)
     line = (
-        f"{head}: used {_mib(gpu.memory_used_bytes)}, attributed "
-        f"{_mib(attributed_memory_bytes(gpu))} to {listed} process{'es' if listed != 1 else ''}"
+        f"{head}: used {units.mib_grouped(used)}, attributed "
+        f"{units.mib_grouped(attributed)} to {listed} process{'es' if listed != 1 else ''}"
     )
     if gpu.index in unattributed:
+        allowance = unattributed_tolerance_bytes(gpu)
         line += (
-            f"\n  UNATTRIBUTED {_mib(unattributed[gpu.index])} (beyond the driver's "
-            f"{_mib(unattributed_tolerance_bytes(gpu))} allowance): no listed process accounts "
+            f"\n  UNATTRIBUTED {units.mib_grouped(unattributed[gpu.index])} (beyond the driver's "
+            f"{units.mib_grouped(allowance)} allowance): no listed process accounts "
             "for it; a stuck worker or a process in another container holds it"
         )
     return line
@@ -110,7 +107,7 @@ def _process_lines(row: ProcessRow) -> list[str]:
     gpus = ",".join(str(i) for i in row.gpu_indices) or "-"
     lines = [
         f"  PID {row.pid}  [{states}]  user {info.user or '?'}  GPU {gpus}  "
-        f"mem {_mib(row.used_memory_bytes)}  {info.command or '?'}"
+        f"mem {units.mib_grouped(row.used_memory_bytes)}  {info.command or '?'}"
     ]
     if row.device_files:
         lines.append(f"      holds {', '.join(row.device_files)}")

@@ -23,8 +23,7 @@ import sys
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from gputop import glyphs
-from gputop import units as fmt
+from gputop import glyphs, units
 from gputop.engine.model import GpuSample, GpuState, ProcessRow, ProcState, Snapshot
 from gputop.glyphs import Glyphs
 from gputop.units import Level
@@ -141,9 +140,7 @@ def _proc_token(proc: _Proc, options: OnceOptions) -> _Line:
             token.append(_Seg(proc.name or "?", "34"))
         if options.show_pid:
             token += [_Seg("/"), _Seg(str(proc.pid), "90")]
-    used = proc.used_memory_bytes
-    memory = "N/A" if used is None else f"{fmt.whole_mib(used)}M"
-    token += [_Seg("("), _Seg(memory, "33"), _Seg(")")]
+    token += [_Seg("("), _Seg(units.mib_compact(proc.used_memory_bytes), "33"), _Seg(")")]
     if proc.state is not ProcState.ACTIVE:
         token.append(_Seg(f"[{proc.state.value}]", "1;31"))
     return token
@@ -192,26 +189,26 @@ def _show_cuda(gpus: tuple[GpuSample, ...]) -> bool:
 
 def _metrics(gpu: GpuSample, options: OnceOptions, g: Glyphs) -> _Line:
     """``61°C,  40 %,  85 %,  250 / 400 W | 61234 / 81920 MiB`` with level styles."""
-    temp_level = fmt.temperature_level(gpu.temperature_c, gpu.temperature_slowdown_c)
-    parts = [_Seg(fmt.temperature(gpu.temperature_c, g.degree).rjust(4), _LEVEL_STYLE[temp_level])]
+    temp_level = units.temperature_level(gpu.temperature_c, gpu.temperature_slowdown_c)
+    parts = [
+        _Seg(units.temperature(gpu.temperature_c, g.degree).rjust(4), _LEVEL_STYLE[temp_level])
+    ]
     if options.show_fan:
         fan = gpu.fan_speed_percent
-        parts += [_Seg(", "), _Seg(_pct(fan), "36")]
+        parts += [_Seg(", "), _Seg(units.percent_padded(fan), "36")]
     util = gpu.utilization_gpu_percent
-    parts += [_Seg(", "), _Seg(_pct(util), _LEVEL_STYLE[fmt.utilization_level(util)])]
+    parts += [
+        _Seg(", "),
+        _Seg(units.percent_padded(util), _LEVEL_STYLE[units.utilization_level(util)]),
+    ]
     if options.show_power:
-        level = fmt.power_level(gpu.power_draw_mw, gpu.power_limit_mw)
-        draw, limit = fmt.watts(gpu.power_draw_mw), fmt.watts(gpu.power_limit_mw)
-        power = f"{draw.removesuffix('W'):>3} / {limit.removesuffix('W'):>3} W"
+        level = units.power_level(gpu.power_draw_mw, gpu.power_limit_mw)
+        power = units.power_pair(gpu.power_draw_mw, gpu.power_limit_mw, width=3)
         parts += [_Seg(", "), _Seg(power, _LEVEL_STYLE[level])]
     used, total = gpu.memory_used_bytes, gpu.memory_total_bytes
-    memory = f"{fmt.mib_number(used).rjust(5)} / {fmt.mib_number(total).rjust(5)} MiB"
-    parts += [_Seg(" | "), _Seg(memory, _LEVEL_STYLE[fmt.memory_level(used, total)])]
+    memory = units.mib_pair(used, total, width=5)
+    parts += [_Seg(" | "), _Seg(memory, _LEVEL_STYLE[units.memory_level(used, total)])]
     return parts
-
-
-def _pct(value: int | None) -> str:
-    return "N/A".rjust(5) if value is None else f"{value:3d} %"
 
 
 def _tokens(gpu: GpuSample, snapshot: Snapshot, options: OnceOptions) -> list[_Line]:
@@ -219,7 +216,7 @@ def _tokens(gpu: GpuSample, snapshot: Snapshot, options: OnceOptions) -> list[_L
     tokens = [_proc_token(p, options) for p in _procs_for(gpu, snapshot)]
     unattributed = dict(snapshot.unattributed_memory_bytes).get(gpu.index)
     if unattributed:
-        tokens.append([_Seg(f"(+{fmt.whole_mib(unattributed)}M unattributed)", "1;33")])
+        tokens.append([_Seg(f"(+{units.mib_compact(unattributed)} unattributed)", "1;33")])
     return tokens
 
 
@@ -243,13 +240,13 @@ def _header(snapshot: Snapshot) -> _Line:
     system = snapshot.system
     when = datetime.fromtimestamp(snapshot.taken_at_wall).strftime("%Y-%m-%d %H:%M:%S")
     line: _Line = [_Seg(system.hostname, "1"), _Seg(f"  {when}")]
-    line.append(_Seg(f"  driver {fmt.text(system.driver_version)}"))
+    line.append(_Seg(f"  driver {units.text(system.driver_version)}"))
     if system.cuda_driver_version:
         line.append(_Seg(f"  CUDA {system.cuda_driver_version}"))
     if system.simulated:
         line.append(_Seg("  DEMO", "1;35"))
     if snapshot.stale_s is not None:
-        line.append(_Seg(f"  STALE {fmt.duration(snapshot.stale_s)}", "1;31"))
+        line.append(_Seg(f"  STALE {units.duration(snapshot.stale_s)}", "1;31"))
     return line
 
 
@@ -261,7 +258,7 @@ def _name_width(
     g: Glyphs,
 ) -> int:
     """Names share one width, shortened so the readings and a "| …+N" marker still fit."""
-    widest = max((len(fmt.text(g.name)) for g in gpus), default=0)
+    widest = max((len(units.text(g.name)) for g in gpus), default=0)
     needed = 0
     for gpu, gpu_tokens in zip(gpus, tokens, strict=True):
         more = len(f" | {g.ellipsis}+{len(gpu_tokens)}") if gpu_tokens else 0
@@ -286,7 +283,7 @@ def render_once(snapshot: Snapshot, options: OnceOptions) -> str:
     name_w = _name_width(gpus, tokens, label_w + len(" ") + len(" | "), options, g)
     lines = [_clip(_header(snapshot), width, g.ellipsis)]
     for gpu, label, gpu_tokens in zip(gpus, labels, tokens, strict=True):
-        name = _fit_name(fmt.text(gpu.name), name_w, g.ellipsis)
+        name = _fit_name(units.text(gpu.name), name_w, g.ellipsis)
         head = _gpu_head(gpu, options, g, label.ljust(label_w), name)
         lines.append(_gpu_line(head, gpu_tokens, width, g.ellipsis))
     if not gpus:

@@ -32,7 +32,8 @@ class History:
     """Ring buffers of per-GPU metrics (``maxlen`` ticks) plus GPU and process peak memory.
 
     Each tick stores one small tuple per GPU, so memory is bounded by ``maxlen`` whatever the
-    run time. Process peaks of processes unseen for ``maxlen`` ticks are forgotten.
+    run time. Process peaks of processes unseen for ``maxlen`` ticks are forgotten. Appends and
+    reads hold one lock: the sampler thread appends while the dashboard reads.
     """
 
     def __init__(self, maxlen: int = 600) -> None:

@@ -94,7 +94,9 @@ class Sampler:
     """Samples ``source`` every ``interval_s`` on its own daemon threads; see the module docstring.
 
     ``on_snapshot`` is called from the sampler thread with each complete snapshot (enriched with
-    process rows unless ``enrich`` is False). ``history`` records fresh snapshots only.
+    process rows unless ``enrich`` is False). ``history`` records fresh snapshots only: the one
+    history of a run (enrich's peaks, the dashboard's sparklines and charts), read by other
+    threads while this one appends (History locks both).
     """
 
     def __init__(

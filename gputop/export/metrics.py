@@ -14,9 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from gputop.engine.model import GpuSample, GpuState, ProcessRow, ProcState, Snapshot
-from gputop.units import whole_mib
-
-KIB = 1024
+from gputop.units import KiB, whole_mib
 
 # dcgm-exporter's per-GPU labels, in its order; hostname is added when known (renamed from
 # "Hostname" in dcgm-exporter #655), then the driver version label its default counters add.
@@ -125,12 +123,12 @@ DCGM_FIELDS: tuple[DcgmField, ...] = (
     DcgmField(
         "DCGM_FI_PROF_PCIE_TX_BYTES",
         "The rate of data transmitted over the PCIe bus (in bytes per second).",
-        lambda g: None if g.pcie_tx_kbps is None else float(g.pcie_tx_kbps * KIB),
+        lambda g: None if g.pcie_tx_kbps is None else float(g.pcie_tx_kbps * KiB),
     ),
     DcgmField(
         "DCGM_FI_PROF_PCIE_RX_BYTES",
         "The rate of data received over the PCIe bus (in bytes per second).",
-        lambda g: None if g.pcie_rx_kbps is None else float(g.pcie_rx_kbps * KIB),
+        lambda g: None if g.pcie_rx_kbps is None else float(g.pcie_rx_kbps * KiB),
     ),
     # A counter in DCGM; exposed as a gauge because prometheus-client would rename a counter to
     # ..._TOTAL_total. rate()/increase() work on it all the same.

@@ -7,6 +7,7 @@ import pwd
 from collections.abc import Callable
 from typing import Protocol
 
+from gputop.engine.history import History
 from gputop.engine.model import Snapshot
 from gputop.engine.source import Source
 
@@ -16,6 +17,11 @@ class SamplerLike(Protocol):
 
     interval_s: float
     paused: bool
+
+    @property
+    def history(self) -> History:
+        """The one history: the sampler records each fresh snapshot; the UI only reads it."""
+        ...
 
     def start(self) -> None: ...
 

@@ -1,10 +1,21 @@
-"""The dashboard's keys: one list, shown by the Footer and the help screen alike."""
+"""The dashboard's keys: one list, shown by the Footer and the help screen alike.
+
+The global keys (GLOBAL_ACTIONS) act on the app, the others on the main view. The main screen
+binds all of them, in this order: Textual's footer lists the screen's keys before the app's, so
+global keys bound on the app alone would move to the end of the footer. The app binds the
+global ones too, for the screens on top of the main one.
+"""
 
 from __future__ import annotations
 
-from textual.binding import Binding, BindingType
+from dataclasses import replace
 
-APP_BINDINGS: list[BindingType] = [
+from textual.binding import Binding
+
+# Actions that work on every screen; the others act on the main view.
+GLOBAL_ACTIONS = frozenset({"quit", "help", "pause", "interval"})
+
+KEYS: list[Binding] = [
     Binding("q", "quit", "Quit", tooltip="quit gputop"),
     Binding("question_mark,h", "help", "Help", key_display="?", tooltip="this help"),
     Binding(
@@ -37,7 +48,24 @@ APP_BINDINGS: list[BindingType] = [
     Binding("escape", "clear_filter", "Clear filter", show=False, tooltip="clear the filter"),
 ]
 
-# Shown first on the help screen: keys that belong to Textual widgets, not to APP_BINDINGS.
+# Ctrl-C quits, as in htop (Textual's own binding only says how to quit). A priority binding:
+# it quits from the filter box and from dialogs too.
+QUIT_ON_CTRL_C = Binding("ctrl+c", "quit", "Quit", show=False, priority=True, tooltip="quit gputop")
+
+
+def is_global(binding: Binding) -> bool:
+    """Whether the binding's action works on every screen (an app action)."""
+    return binding.action.split("(", 1)[0] in GLOBAL_ACTIONS
+
+
+# The app's keys: the global ones.
+APP_BINDINGS: list[Binding] = [*(b for b in KEYS if is_global(b)), QUIT_ON_CTRL_C]
+# The main screen's keys: all of them, the global ones run on the app.
+MAIN_BINDINGS: list[Binding] = [
+    replace(b, action=f"app.{b.action}") if is_global(b) else b for b in KEYS
+]
+
+# Shown first on the help screen: keys that belong to Textual widgets, not to KEYS.
 MOVEMENT_HELP = [
     ("↑ ↓ j ^n ^p PgUp PgDn", "move in the process table (k is kill, as in htop)"),
     ("← →", "scroll long commands sideways"),

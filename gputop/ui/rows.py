@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from gputop import units
 from gputop.engine.model import ProcessRow, ProcessType, ProcState
-from gputop.ui import text
 
 
 class Column(StrEnum):
@@ -163,7 +163,7 @@ def _as_tree(rows: list[ProcessRow]) -> list[tuple[ProcessRow, int]]:
 
 def _user(name: str | None) -> str:
     if name is None:
-        return text.NA
+        return units.NA
     return name if len(name) <= USER_WIDTH else name[: USER_WIDTH - 1] + "…"
 
 
@@ -189,12 +189,12 @@ def cells(
         str(row.pid),
         _user(info.user),
         _TYPE_TEXT.get(ptype, "-") if ptype else "-",
-        text.size(row.used_memory_bytes),
-        text.size(row.peak_memory_bytes),
-        text.number(row.sm_util_percent),
-        text.number(info.cpu_percent),
-        text.size(info.host_rss_bytes),
-        text.duration(_runtime_s(row, now_wall)),
+        units.short_size(row.used_memory_bytes),
+        units.short_size(row.peak_memory_bytes),
+        units.number(row.sm_util_percent),
+        units.number(info.cpu_percent),
+        units.short_size(info.host_rss_bytes),
+        units.duration_coarse(_runtime_s(row, now_wall)),
         _STATE_TEXT.get(row.state, row.state.value),
         command,
     )

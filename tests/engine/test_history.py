@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import tracemalloc
 from dataclasses import replace
 
@@ -110,3 +111,28 @@ def test_tail_reads_the_newest_values_of_several_metrics_and_the_sample_count() 
     assert history.tail(9, ("utilization_gpu_percent",), 2)[1][0] == [None, None]  # unknown GPU
     with pytest.raises(ValueError, match="unknown metric 'nope'"):
         history.tail(0, ("nope",), 1)
+
+
+def test_reads_are_whole_while_another_thread_appends() -> None:
+    """The sampler appends on its thread while the UI reads: each read sees one moment."""
+    history = History(maxlen=50)
+    done = threading.Event()
+
+    def sampler() -> None:
+        for i in range(3000):
+            gpu = make_gpu(0, utilization_gpu_percent=i % 100, memory_used_bytes=i)
+            history.append(make_snapshot(i + 1, gpus=(gpu,)))
+        done.set()
+
+    thread = threading.Thread(target=sampler)
+    thread.start()
+    metrics = ("utilization_gpu_percent", "memory_used_bytes")
+    last = reads = 0
+    while not done.is_set() or reads == 0:
+        count, (util, memory) = history.tail(0, metrics, 50)
+        assert len(memory) == min(count, 50) and count >= last
+        assert memory == list(range(count - len(memory), count))  # the newest, no gap
+        assert util == [m % 100 for m in memory]  # both columns from the same ticks
+        last, reads = count, reads + 1
+    thread.join()
+    assert history.count == 3000

@@ -96,6 +96,12 @@ def _run(coro: Coroutine[Any, Any, None]) -> None:
     asyncio.run(coro)
 
 
+async def proc_reads_shown(app: GputopApp, pilot: Any) -> None:
+    """Let the process detail's /proc reads (worker threads) finish and show."""
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+
+
 def visible_pids(app: GputopApp) -> list[int]:
     """The PIDs of the table's rows, top to bottom."""
-    return [int(k.split(":")[0]) for k in app.table.visible_keys()]
+    return [int(k.split(":")[0]) for k in app.main_screen.table.visible_keys()]

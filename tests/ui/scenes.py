@@ -144,7 +144,10 @@ def demo_frames(scenario_name: str = "demo", ticks: int = 40) -> list[Snapshot]:
 
 
 async def feed(app: object, pilot: object, frames: list[Snapshot]) -> None:
-    """Post every frame to a running app, as the sampler would, and let it settle."""
+    """Post every frame to a running app, as the sampler would, and let it settle.
+
+    The app has no sampler here: it records the frames in its history itself.
+    """
     from textual.app import App
     from textual.pilot import Pilot
 

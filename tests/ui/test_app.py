@@ -10,6 +10,7 @@ from typing import Any
 
 from textual.pilot import Pilot
 
+from gputop.engine.history import History
 from gputop.engine.model import Snapshot, SystemInfo
 from gputop.engine.source import Source
 from gputop.ui import rows as R
@@ -22,7 +23,7 @@ from gputop.ui.widgets.gpu_panel import GpuPanel
 from gputop.ui.widgets.header import HeaderBar
 from gputop.ui.widgets.process_table import ProcessTable
 from tests.fakes import FakeSource, lost_gpu, make_gpu
-from tests.ui.data import SAMPLE_ROWS, proc_row, run, snapshot, visible_pids
+from tests.ui.data import SAMPLE_ROWS, proc_reads_shown, proc_row, run, snapshot, visible_pids
 
 
 def header_text(app: GputopApp) -> str:
@@ -43,7 +44,7 @@ def test_first_frame_shows_header_gpus_and_processes() -> None:
             assert part in head
         assert [p.index for p in app.query(GpuPanel)] == [0, 1]
         assert visible_pids(app) == [100, 101, 102, 103]
-        assert app.table.border_title == "Processes (4)"
+        assert app.main_screen.table.border_title == "Processes (4)"
 
     run(body, first=first)
 
@@ -51,32 +52,32 @@ def test_first_frame_shows_header_gpus_and_processes() -> None:
 def test_sort_keys_cycle_columns_and_reverse() -> None:
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
         await pilot.press("s")  # GPU-MEM -> PEAK
-        assert app.table.view.sort is R.Column.PEAK
+        assert app.main_screen.table.view.sort is R.Column.PEAK
         await pilot.press("less_than_sign", "less_than_sign")  # back past GPU-MEM to TYPE
-        assert app.table.view.sort is R.Column.TYPE
+        assert app.main_screen.table.view.sort is R.Column.TYPE
         await pilot.press("greater_than_sign", "greater_than_sign", "greater_than_sign")
-        assert app.table.view.sort is R.Column.SM
+        assert app.main_screen.table.view.sort is R.Column.SM
         await pilot.press("s", "s")  # SM -> CPU -> HOST
-        assert app.table.view.sort is R.Column.HOST
+        assert app.main_screen.table.view.sort is R.Column.HOST
         await pilot.press("less_than_sign")
         assert visible_pids(app)[0] == 101  # highest CPU first
         await pilot.press("r")
         assert visible_pids(app)[-1] == 101
-        assert app.table.header_label(R.Column.CPU) == "CPU%▲"
-        assert "CPU%▲" in app.table.render_line(0).text
+        assert app.main_screen.table.header_label(R.Column.CPU) == "CPU%▲"
+        assert "CPU%▲" in app.main_screen.table.render_line(0).text
 
     run(body, size=(160, 30))  # wide: every column is shown
 
 
 def test_sort_keys_skip_columns_a_narrow_terminal_hides() -> None:
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
-        assert not app.table.wide
+        assert not app.main_screen.table.wide
         await pilot.press("s")  # GPU-MEM -> SM%: PEAK (and TYPE, HOST) are not on screen
-        assert app.table.view.sort is R.Column.SM
-        assert "SM%▼" in app.table.render_line(0).text
+        assert app.main_screen.table.view.sort is R.Column.SM
+        assert "SM%▼" in app.main_screen.table.render_line(0).text
         await pilot.press("less_than_sign", "less_than_sign")  # SM% -> GPU-MEM -> USER
-        assert app.table.view.sort is R.Column.USER
-        assert app.table.border_title == "Processes (4)"
+        assert app.main_screen.table.view.sort is R.Column.USER
+        assert app.main_screen.table.border_title == "Processes (4)"
 
     run(body, size=(80, 24))
 
@@ -84,29 +85,31 @@ def test_sort_keys_skip_columns_a_narrow_terminal_hides() -> None:
 def test_a_sort_column_hidden_by_a_resize_is_named_in_the_title() -> None:
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
         await pilot.press("s")  # GPU-MEM -> PEAK, shown at this width
-        assert app.table.view.sort is R.Column.PEAK
-        assert app.table.border_title == "Processes (4)"
+        assert app.main_screen.table.view.sort is R.Column.PEAK
+        assert app.main_screen.table.border_title == "Processes (4)"
         await pilot.resize_terminal(80, 24)
         await pilot.pause()
-        assert str(app.table.border_title) == "Processes (4) · sorted by PEAK▼"
+        assert str(app.main_screen.table.border_title) == "Processes (4) · sorted by PEAK▼"
         await pilot.press("s")  # on to the next column that is on screen
-        assert app.table.view.sort is R.Column.SM
-        assert app.table.border_title == "Processes (4)"
+        assert app.main_screen.table.view.sort is R.Column.SM
+        assert app.main_screen.table.border_title == "Processes (4)"
 
     run(body, size=(160, 30))
 
 
 def test_mouse_clicks_sort_select_and_open() -> None:
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
-        header = app.table.render_line(0).text
+        header = app.main_screen.table.render_line(0).text
         x = 1 + header.index("USER")  # +1: the table's border
         await pilot.click(ProcessTable, offset=(x, 1))
-        assert app.table.view.sort is R.Column.USER
+        assert app.main_screen.table.view.sort is R.Column.USER
         assert visible_pids(app) == [100, 102, 101, 103]
         await pilot.click(ProcessTable, offset=(x, 1))
         assert visible_pids(app) == [103, 101, 100, 102]  # same column again: reversed
         await pilot.click(ProcessTable, offset=(5, 3))  # second row (border, header, row 0)
-        assert app.table.current is not None and app.table.current.pid == 101
+        assert (
+            app.main_screen.table.current is not None and app.main_screen.table.current.pid == 101
+        )
         await pilot.click(ProcessTable, offset=(5, 3))
         assert isinstance(app.screen, ProcessDetailScreen) and app.screen.row.pid == 101
 
@@ -119,8 +122,8 @@ def test_filter_by_text_then_escape_clears_it() -> None:
         await pilot.press(*"serve")
         assert visible_pids(app) == [101]
         await pilot.press("enter")
-        assert "filter 'serve'" in str(app.table.border_title)
-        assert app.focused is app.table
+        assert "filter 'serve'" in str(app.main_screen.table.border_title)
+        assert app.focused is app.main_screen.table
         await pilot.press("escape")
         assert visible_pids(app) == [100, 101, 102, 103]
 
@@ -129,20 +132,22 @@ def test_filter_by_text_then_escape_clears_it() -> None:
 
 def test_only_mine_tree_and_gpu_focus() -> None:
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
-        app.user = "alice"
+        app.main_screen.user = "alice"
         await pilot.press("u")
         assert visible_pids(app) == [100, 102]
         await pilot.press("u", "t")
         assert visible_pids(app) == [100, 102, 101, 103]
-        command = app.table.cell_text(app.table.visible_keys()[1], R.Column.COMMAND)
+        command = app.main_screen.table.cell_text(
+            app.main_screen.table.visible_keys()[1], R.Column.COMMAND
+        )
         assert command.startswith("└ python eval.py")
         await pilot.press("t", "g")
         assert visible_pids(app) == [100, 103]
         await pilot.press("g")
         assert visible_pids(app) == [101, 102]
-        assert "GPU 1 only" in str(app.table.border_title)
+        assert "GPU 1 only" in str(app.main_screen.table.border_title)
         await pilot.press("g")
-        assert app.table.view.gpu is None
+        assert app.main_screen.table.view.gpu is None
 
     run(body)
 
@@ -150,22 +155,25 @@ def test_only_mine_tree_and_gpu_focus() -> None:
 def test_space_tags_rows_and_moves_down() -> None:
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
         await pilot.press("space", "space")
-        assert [r.pid for r in app.table.tagged_rows()] == [100, 101]
-        assert "2 tagged" in str(app.table.border_title)
-        assert app.table.cell_text(app.table.visible_keys()[0], R.Column.GPU) == "●0"
+        assert [r.pid for r in app.main_screen.table.tagged_rows()] == [100, 101]
+        assert "2 tagged" in str(app.main_screen.table.border_title)
+        assert (
+            app.main_screen.table.cell_text(app.main_screen.table.visible_keys()[0], R.Column.GPU)
+            == "●0"
+        )
         await pilot.press("up", "space")
-        assert [r.pid for r in app.table.tagged_rows()] == [100]
+        assert [r.pid for r in app.main_screen.table.tagged_rows()] == [100]
         # a tagged process that goes away is untagged
         app.post_message(SnapshotReady(snapshot(SAMPLE_ROWS[1:], seq=2)))
         await pilot.pause()
-        assert app.table.tagged_rows() == []
+        assert app.main_screen.table.tagged_rows() == []
 
     run(body)
 
 
 def test_rows_update_in_place_repainting_only_changed_lines() -> None:
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
-        table = app.table
+        table = app.main_screen.table
         await pilot.press("down")  # cursor on 101
         repainted: list[int] = []
         original = table.refresh_rows
@@ -212,7 +220,7 @@ def test_gpu_detail_from_d_enter_on_a_panel_and_steps() -> None:
         screen = app.screen
         assert isinstance(screen, GpuDetailScreen) and screen.gpu_index == 1
         await pilot.press("s")  # main-view keys are off here
-        assert app.table.view.sort is R.Column.MEM
+        assert app.main_screen.table.view.sort is R.Column.MEM
         await pilot.press("right_square_bracket")
         assert screen.gpu_index == 0
         hot = make_gpu(0, temperature_c=77)
@@ -236,10 +244,12 @@ def test_process_detail_on_enter_with_environment_toggle() -> None:
         screen = app.screen
         assert isinstance(screen, ProcessDetailScreen)
         assert screen.row.pid == 100
+        await proc_reads_shown(app, pilot)
         info = str(screen.query_one("#proc-info").render())
         assert "alice" in info and "30.0G" in info
         assert "python train.py --rank 0" in str(screen.query_one("#proc-cmdline").render())
         await pilot.press("e")
+        await proc_reads_shown(app, pilot)
         # PID 100 is not this test's process: the reason is shown instead of a crash
         assert "Environment of PID 100" in str(screen.query_one("#proc-info").render())
         app.post_message(SnapshotReady(snapshot(SAMPLE_ROWS[1:], seq=2)))
@@ -307,6 +317,7 @@ class RecordingSampler:
     ) -> None:
         self.source, self.on_snapshot, self.interval_s = source, on_snapshot, interval_s
         self.paused = False
+        self.history = History()
         self.started = threading.Event()
         self.stopped = False
 
@@ -358,6 +369,44 @@ def test_sampler_bridge_interval_pause_and_stop_on_exit() -> None:
     assert app.return_code == 0
 
 
+def test_the_one_history_is_the_samplers() -> None:
+    samplers: list[RecordingSampler] = []
+
+    def factory(
+        source: Source, cb: Callable[[Snapshot], None], interval_s: float
+    ) -> RecordingSampler:
+        samplers.append(RecordingSampler(source, cb, interval_s))
+        return samplers[-1]
+
+    app = make_app(FakeSource(), sampler_factory=factory, clock=lambda: 1009.5)
+
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        await pilot.press("d")
+        screen = app.screen
+        assert isinstance(screen, GpuDetailScreen)
+        history = samplers[0].history
+        assert app.history is history
+        assert app.main_screen.history is history and screen.history is history
+        assert len(history) == 0  # the sampler records; the app never does when it has one
+
+    run(body, app=app)
+
+
+def test_without_a_sampler_the_app_records_each_fresh_snapshot_once() -> None:
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        assert len(app.history) == 1  # the first frame
+        for snap in (
+            replace(snapshot(SAMPLE_ROWS), stale_s=5.0),  # a stale re-send
+            snapshot(SAMPLE_ROWS, seq=1),  # the same reading again
+            snapshot(SAMPLE_ROWS, seq=2),
+        ):
+            app.post_message(SnapshotReady(snap))
+            await pilot.pause()
+        assert len(app.history) == 2 and app.history.count == 2
+
+    run(body)
+
+
 def test_snapshot_ready_replaces_a_queued_one() -> None:
     old, new = SnapshotReady(snapshot(seq=1)), SnapshotReady(snapshot(seq=2))
     assert new.can_replace(old)
@@ -405,7 +454,7 @@ def test_eight_gpus_fit_80x24_one_line_each() -> None:
         assert len(panels) == 8
         assert all(p.has_class("-mini") for p in panels)
         assert all(p.region.height == 1 and p.region.width == 80 for p in panels)
-        assert app.table.region.height >= 8
+        assert app.main_screen.table.region.height >= 8
 
     run(body, first=first)
 
@@ -414,7 +463,7 @@ def test_tiny_terminal_shows_a_message_instead_of_a_mess() -> None:
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
         assert app.screen.has_class("-tiny")
         assert "terminal too small: 50x12" in str(app.query_one("#too-small").render())
-        assert not app.table.display or app.table.region.height == 0
+        assert not app.main_screen.table.display or app.main_screen.table.region.height == 0
 
     run(body, size=(50, 12))
 
@@ -430,11 +479,14 @@ def test_quit_key_exits() -> None:
 def test_resizing_the_terminal_refits_panels_columns_and_the_too_small_message() -> None:
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
         panel = app.query_one("#gpu-0", GpuPanel)
-        assert panel.has_class("-full") and app.table.wide
+        assert panel.has_class("-full") and app.main_screen.table.wide
         await pilot.resize_terminal(80, 24)
         await pilot.pause()
         assert panel.has_class("-compact")  # 2 bordered panels (14 lines) leave too few rows
-        assert not app.table.wide and "PEAK" not in app.table.render_line(0).text
+        assert (
+            not app.main_screen.table.wide
+            and "PEAK" not in app.main_screen.table.render_line(0).text
+        )
         await pilot.resize_terminal(50, 12)
         await pilot.pause()
         assert app.screen.has_class("-tiny")

@@ -20,7 +20,7 @@ from gputop.ui.bridge import current_user
 from gputop.ui.screens.confirm_kill import ConfirmKill
 from gputop.ui.screens.help import HelpScreen
 from gputop.ui.screens.process_detail import ProcessDetailScreen
-from tests.ui.data import proc_row, run, snapshot
+from tests.ui.data import proc_reads_shown, proc_row, run, snapshot
 
 SLEEP = "import time; time.sleep(60)"
 IGNORE_TERM = (
@@ -141,10 +141,10 @@ def test_tagged_processes_get_one_signal_each(spawn: Any) -> None:
     rows = (row_for(a), row_for(b, gpu=1), row_for(spare))
 
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
-        keys = app.table.visible_keys()
+        keys = app.main_screen.table.visible_keys()
         tagged = [k for k in keys if int(k.split(":")[0]) in (a.pid, b.pid)]
         for key in tagged:
-            app.table.move_cursor(row=app.table.get_row_index(key))
+            app.main_screen.table.move_cursor(row=app.main_screen.table.get_row_index(key))
             await pilot.press("space")
         await pilot.press("k")
         dialog = app.screen
@@ -158,7 +158,7 @@ def test_tagged_processes_get_one_signal_each(spawn: Any) -> None:
         assert app.killer is not None
         assert {(e.pid, e.signal.value) for e in app.killer.log} == {(a.pid, "INT"), (b.pid, "INT")}
         await pilot.press("escape")
-        assert app.table.tags == set()
+        assert app.main_screen.table.tags == set()
 
     run(body, first=snapshot(rows), size=(200, 60))
 
@@ -203,15 +203,16 @@ def test_readonly_has_no_signal_path(spawn: Any) -> None:
         assert "READONLY" in app.query_one("#header").render().plain  # type: ignore[attr-defined]
         await pilot.press("k")
         assert len(app.screen_stack) == 1
-        assert app.check_action("kill", ()) is False
+        assert app.screen.check_action("kill", ()) is False
         assert all(b.binding.action != "kill" for b in app.active_bindings.values() if b.enabled)
-        app.kill_rows([row_for(proc)])  # even a direct call opens nothing
+        app.main_screen.kill_rows([row_for(proc)])  # even a direct call opens nothing
         await pilot.pause()
         assert len(app.screen_stack) == 1
         await pilot.press("enter")
         assert isinstance(app.screen, ProcessDetailScreen)
         await pilot.press("k")
         assert isinstance(app.screen, ProcessDetailScreen)
+        await proc_reads_shown(app, pilot)
         assert "signals are disabled" in str(app.screen.query_one("#proc-info").render())
         await pilot.press("escape", "question_mark")
         assert isinstance(app.screen, HelpScreen)

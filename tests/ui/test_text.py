@@ -1,6 +1,8 @@
-"""Short unit text, bars, sparklines and the grid layout plan."""
+"""Bars, sparklines, clock time and the grid layout plan (unit text: tests/test_units.py)."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 
@@ -8,37 +10,11 @@ from gputop.ui import text
 from gputop.ui.widgets.gpu_grid import plan_layout
 from gputop.ui.widgets.gpu_panel import Density
 
-GiB = 1024**3
 
-
-@pytest.mark.parametrize(
-    ("value", "shown"),
-    [
-        (None, "N/A"),
-        (512, "512B"),
-        (3 * 1024**2, "3.0M"),
-        (int(61.25 * GiB), "61.2G"),
-        (150 * GiB, "150G"),
-    ],
-)
-def test_size(value: int | None, shown: str) -> None:
-    assert text.size(value) == shown
-
-
-@pytest.mark.parametrize(
-    ("seconds", "shown"),
-    [
-        (None, "N/A"),
-        (-1, "N/A"),
-        (42, "42s"),
-        (60, "1m"),
-        (3599, "59m"),
-        (3725, "1h02m"),
-        (2 * 86400 + 3 * 3600 + 59, "2d03h"),
-    ],
-)
-def test_duration(seconds: float | None, shown: str) -> None:
-    assert text.duration(seconds) == shown
+def test_clock_time_is_local_hh_mm_ss() -> None:
+    wall = time.mktime((2026, 11, 22, 18, 54, 9, 0, 0, -1))  # local time
+    assert text.clock_time(wall) == "18:54:09"
+    assert text.clock_time(wall + 0.999) == "18:54:09"  # the fraction is dropped, not rounded
 
 
 def test_bar_fills_in_eighths_and_marks_unknown() -> None:

@@ -28,8 +28,8 @@ def test_cg_row_lost_panel_and_unowned_memory_on_screen(sim_source: Any) -> None
 
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
         assert visible_pids(app) == [FOREIGN_PID]
-        header = app.table.render_line(0).text
-        line = app.table.render_line(1).text
+        header = app.main_screen.table.render_line(0).text
+        line = app.main_screen.table.render_line(1).text
         type_at = header.index("TYPE")
         assert line[type_at:].startswith("C+G")
         assert "6.0G" in line and "12.0G" not in line
@@ -37,6 +37,6 @@ def test_cg_row_lost_panel_and_unowned_memory_on_screen(sim_source: Any) -> None
         panel = app.query_one("#gpu-1", GpuPanel)
         assert panel.has_class("-lost")
         assert "GPU 1 LOST: GPU is lost" in panel.render().plain
-        assert "GPU 0: 3.0G" in app._unattributed_body
+        assert "GPU 0: 3.0G" in app.main_screen._unattributed_body
 
     run(body, size=(160, 30), first=first)

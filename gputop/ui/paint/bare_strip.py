@@ -6,6 +6,11 @@ which it does for every full-width row it paints. That makes each painted row a 
 only the garbage collector frees: about 80 rows (and ~1,200 objects) a second on the dgx demo,
 and a young collection every few seconds. Our rows are cached by the widgets themselves, so they
 get one shared cache that keeps nothing: no cycle, and cheaper to build.
+
+Building a Strip by hand sets its private slots; it is done only while ``Strip.__slots__`` are
+exactly the ones filled here (``SUPPORTED``, checked at import), and never when
+``GPUTOP_PLAIN_TEXTUAL=1`` (``gputop.ui.paint.PLAIN_TEXTUAL``): otherwise Textual builds an
+ordinary Strip.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ from typing import Any
 
 from rich.segment import Segment
 from textual.strip import Strip
+
+from gputop.ui import paint
 
 
 class _KeepNothing:
@@ -45,7 +52,7 @@ SUPPORTED = set(getattr(Strip, "__slots__", ())) == {*_CACHES, *_OTHERS}
 
 def bare_strip(segments: list[Segment], cell_length: int) -> Strip:
     """A Strip of ``segments`` (exactly ``cell_length`` cells) that caches nothing of its own."""
-    if not SUPPORTED:
+    if not SUPPORTED or paint.PLAIN_TEXTUAL:
         return Strip(segments, cell_length)
     strip: Any = Strip.__new__(Strip)
     strip._segments = segments

@@ -9,6 +9,12 @@ Where the terminal cannot carry Unicode (an ISO-8859-1 or ASCII locale, PYTHONIO
 write() turns each character it cannot encode into an ASCII stand-in of the same width: Textual
 draws box-drawing borders, scrollbars and block characters of its own, which would otherwise
 come out as ``\\u2500`` (stderr's backslashreplace) or not at all.
+
+Private Textual names, each with Textual's own input thread as the fallback: the parser
+(``textual._parser``, ``textual._xterm_parser``: imported if there), the parser's
+``_timeout_time`` (missing: poll every 0.1 s, as Textual does) and the driver's ``_debug`` and
+``_file`` (missing: no debug, stderr, as Textual's LinuxDriver). ``GPUTOP_PLAIN_TEXTUAL=1``
+(``gputop.ui.paint.PLAIN_TEXTUAL``) runs Textual's input thread.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import selectors
+import sys
 import threading
 from codecs import getincrementaldecoder
 from collections.abc import Callable
@@ -25,6 +32,7 @@ from textual.drivers.linux_driver import LinuxDriver
 from textual.message import Message
 
 from gputop import glyphs
+from gputop.ui import paint
 
 try:  # Textual's private parser (textual>=8,<9 has it here); pyproject pins that range
     from textual._parser import ParseError
@@ -32,9 +40,6 @@ try:  # Textual's private parser (textual>=8,<9 has it here); pyproject pins tha
 except ImportError:  # pragma: no cover - a Textual that moved it: its own input thread then
     ParseError = EOFError  # type: ignore[misc,assignment]
     XTermParser = None  # type: ignore[misc,assignment]
-
-# Set (to anything) to run Textual's own input thread: the plain path the fallback above takes.
-PLAIN_INPUT_ENV = "GPUTOP_PLAIN_TEXTUAL"
 
 # Used when the parser is waiting for the rest of an escape sequence, or when a future Textual
 # no longer tells us (then this is Textual's own behaviour).
@@ -115,14 +120,26 @@ class CalmLinuxDriver(LinuxDriver):
         # Textual's disable_input() sets exit_event, then joins the input thread.
         self.exit_event: WakingEvent = WakingEvent()
         # None where the terminal takes Unicode (UTF-8): then write() costs nothing more.
-        self._to_terminal = glyphs.translator(glyphs.output_encoding(self._file))
+        self._to_terminal = glyphs.translator(glyphs.output_encoding(self._output()))
+
+    def _output(self) -> Any:
+        """The stream Textual writes to: its private ``_file``, else stderr (as LinuxDriver)."""
+        if not paint.PLAIN_TEXTUAL:
+            output = getattr(self, "_file", None)
+            if output is not None:
+                return output
+        return sys.__stderr__
+
+    def calm_input(self) -> bool:
+        """Whether run_input_thread() runs the calm thread (else Textual's own)."""
+        return XTermParser is not None and not paint.PLAIN_TEXTUAL
 
     def write(self, data: str) -> None:
         to_terminal = self._to_terminal
         super().write(data if to_terminal is None else to_terminal(data))
 
     def run_input_thread(self) -> None:
-        if XTermParser is None or os.environ.get(PLAIN_INPUT_ENV):
+        if not self.calm_input():
             super().run_input_thread()  # Textual's own: wakes ten times a second, works the same
             return
         wake_r, wake_w = os.pipe()
@@ -130,7 +147,11 @@ class CalmLinuxDriver(LinuxDriver):
         self.exit_event.attach(wake_w)
         try:
             read_input(
-                self.fileno, wake_r, self.exit_event, XTermParser(self._debug), self.process_message
+                self.fileno,
+                wake_r,
+                self.exit_event,
+                XTermParser(bool(getattr(self, "_debug", False))),
+                self.process_message,
             )
         finally:
             self.exit_event.attach(None)

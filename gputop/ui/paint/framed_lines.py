@@ -8,7 +8,13 @@ so :class:`FramedLines` takes the top and bottom rows and those edges from Textu
 themes and focus styles stay exact, whatever the border) and joins each content row into them.
 Content rows are rejoined only when the widget's ``render_line`` returns a different strip.
 Widgets with effects this does not replicate (tint, opacity, text opacity, hatch) fall back to
-Textual's path.
+Textual's path, and so does every widget when ``GPUTOP_PLAIN_TEXTUAL=1``
+(``gputop.ui.paint.PLAIN_TEXTUAL``): then rows are painted by Textual's ``render_lines`` and
+refreshed through ``refresh()``.
+
+The quiet refresh uses private Textual names: ``Widget._set_dirty`` (looked for at import),
+``Screen._dirty_widgets`` and ``Screen._compositor`` (looked up on each use); without any of
+them a row goes through ``refresh()``.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from textual.screen import Screen
 from textual.strip import Strip
 from textual.widget import Widget
 
+from gputop.ui import paint
 from gputop.ui.paint.bare_strip import bare_strip
 
 # A plain mixin at run time: Textual follows only the first DOMNode base of a class for default
@@ -112,17 +119,20 @@ class FramedLines(_Base):
         message rounds per widget per tick (about 0.03 % of a core for the dashboard's nine
         panels and table at 1 Hz). A content row of a mounted, shown widget needs neither its
         layout nor its style caches cleared, so this does the last step at once. Textual's
-        private names are checked first; without them (another Textual version) the row goes
-        through ``refresh()``.
+        private names are checked first; without them (another Textual version), or with
+        ``paint.PLAIN_TEXTUAL``, the row goes through ``refresh()``.
         """
-        if not _QUIET_REFRESH or not (self.is_mounted and self.display):
+        if not _QUIET_REFRESH or paint.PLAIN_TEXTUAL or not (self.is_mounted and self.display):
             return False
         try:
             screen = self.screen
         except NoScreen:
             return False
         dirty = getattr(screen, "_dirty_widgets", None)
-        if not isinstance(dirty, set) or screen not in screen._compositor:
+        compositor = getattr(screen, "_compositor", None)
+        if not isinstance(dirty, set) or compositor is None:
+            return False
+        if screen not in compositor:
             return False  # as Screen._on_update: a screen not arranged yet takes no updates
         self._set_dirty(*regions)
         dirty.add(self)
@@ -134,6 +144,8 @@ class FramedLines(_Base):
         super().notify_style_update()
 
     def render_lines(self, crop: Region) -> list[Strip]:
+        if paint.PLAIN_TEXTUAL:
+            return super().render_lines(crop)
         width, height = self.region.size
         filters = self.get_line_filters()
         frame = self._frame_for(width, height, filters)

@@ -2,6 +2,7 @@
 
 Rich's Text does much more (wrapping, markup, spans over ranges), and building, truncating and
 rendering one per panel line each tick cost more CPU than everything else the panels did.
+Its strips are bare strips (see ``bare_strip``): ordinary Strips when ``GPUTOP_PLAIN_TEXTUAL=1``.
 """
 
 from __future__ import annotations

@@ -1,1 +1,1 @@
-"""The dashboard's screens: help, GPU detail, process detail, kill confirmation."""
+"""The dashboard's screens: main, help, GPU detail, process detail, kill confirmation."""

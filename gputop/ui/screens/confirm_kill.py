@@ -10,9 +10,9 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, RadioButton, RadioSet, Static
 
+from gputop import units
 from gputop.engine.kill import Killer, KillResult, ProcIdentity, Signal
 from gputop.engine.model import ProcessRow
-from gputop.ui import text
 
 GRACE_S = 2.0  # how long to wait for a process to exit before reporting "still running"
 
@@ -25,8 +25,8 @@ def identity(row: ProcessRow) -> ProcIdentity:
 def target_line(row: ProcessRow) -> str:
     """'PID user state GPU-mem command' for the dialog's list."""
     return (
-        f"{row.pid:>7} {text.NA if row.info.user is None else row.info.user:<10} "
-        f"{row.state.value:<8} {text.size(row.used_memory_bytes):>6}  {row.info.command}"
+        f"{row.pid:>7} {units.NA if row.info.user is None else row.info.user:<10} "
+        f"{row.state.value:<8} {units.short_size(row.used_memory_bytes):>6}  {row.info.command}"
     )
 
 

@@ -11,9 +11,9 @@ from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from gputop import units
 from gputop.engine.history import History
 from gputop.engine.model import GpuSample, Snapshot
-from gputop.ui import text
 from gputop.ui.widgets.gpu_panel import title
 from gputop.ui.widgets.plot import HistoryPlot
 from gputop.units import GiB
@@ -45,6 +45,8 @@ CHARTS: tuple[tuple[str, str, str, dict[str, tuple[str, float]], float | None], 
         None,
     ),
 )
+# The History metrics the charts plot, each once: read together on every tick.
+CHART_METRICS = tuple(dict.fromkeys(m for *_, series, _ in CHARTS for m, _ in series.values()))
 WIDE_MIN_COLUMNS = 160  # room for 2 chart columns beside the 76-column field list
 
 
@@ -56,7 +58,7 @@ def field_lines(sample: GpuSample) -> Text:
             continue
         value = getattr(sample, f.name)
         if value is None:
-            shown = text.NA
+            shown = units.NA
         elif isinstance(value, tuple):
             shown = ", ".join(str(v) for v in value) or "none"
         else:
@@ -69,7 +71,7 @@ def field_lines(sample: GpuSample) -> Text:
 
 
 class GpuDetailScreen(Screen[None]):
-    """Charts and fields of one GPU; updated by the app on every snapshot."""
+    """Charts and fields of one GPU; redraws itself on every snapshot of the app."""
 
     BINDINGS = [
         Binding("escape,q", "app.pop_screen", "Back"),
@@ -77,15 +79,12 @@ class GpuDetailScreen(Screen[None]):
         Binding("right,]", "step(1)", "Next GPU"),
     ]
 
-    def __init__(
-        self, gpu_index: int, snapshot: Snapshot | None, history: History, interval_s: float
-    ) -> None:
+    def __init__(self, gpu_index: int, history: History) -> None:
         super().__init__()
-        self._ready = False
         self.gpu_index = gpu_index
-        self._last: tuple[Snapshot, History, float] | None = (
-            None if snapshot is None else (snapshot, history, interval_s)
-        )
+        self.history = history
+        self.interval_s = 1.0
+        self.snapshot: Snapshot | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(f"GPU {self.gpu_index}", id="detail-title")
@@ -100,28 +99,31 @@ class GpuDetailScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self._ready = True
-        if self._last is not None:
-            self.update(*self._last)
+        app = self.app
+        self.watch(app, "interval_s", self._set_interval)
+        self.watch(app, "snapshot", self.show)  # draws the newest snapshot at once
+
+    def _set_interval(self, interval_s: float) -> None:
+        self.interval_s = interval_s  # the charts' time axis follows from the next snapshot
 
     def on_resize(self) -> None:
         self.set_class(self.size.width < WIDE_MIN_COLUMNS, "-narrow")
 
     def action_step(self, delta: int) -> None:
-        if self._last is None:
+        snapshot = self.snapshot
+        if snapshot is None:
             return
-        snapshot, history, interval_s = self._last
         indices = [g.index for g in snapshot.gpus]
         if self.gpu_index in indices:
             pos = (indices.index(self.gpu_index) + delta) % len(indices)
             self.gpu_index = indices[pos]
-        self.update(snapshot, history, interval_s)
+        self.show(snapshot)
 
-    def update(self, snapshot: Snapshot, history: History, interval_s: float) -> None:
-        """Redraw from the newest snapshot and the app's history."""
-        self._last = (snapshot, history, interval_s)
-        if not self._ready:
-            return  # on_mount draws it
+    def show(self, snapshot: Snapshot | None) -> None:
+        """Redraw from this snapshot and the history."""
+        if snapshot is None or not self.is_current:  # none yet, or popped: being removed
+            return
+        self.snapshot = snapshot
         sample = snapshot.gpu(self.gpu_index)
         head = self.query_one("#detail-title", Static)
         if sample is None:
@@ -129,17 +131,19 @@ class GpuDetailScreen(Screen[None]):
             return
         state = "" if sample.state.value == "ok" else f"  {sample.state.value.upper()}"
         head.update(Text(f"{title(sample)}  {sample.uuid or ''}{state}"))
+        # One read of the history for every chart: they all end at the same sample, even
+        # while the sampler thread appends.
+        _, columns = self.history.tail(sample.index, CHART_METRICS, self.history.maxlen)
+        values = dict(zip(CHART_METRICS, columns, strict=True))
         for chart_id, _, _, metrics, top in CHARTS:
             series = {
-                label: [
-                    None if v is None else v * scale for v in history.series(sample.index, metric)
-                ]
+                label: [None if v is None else v * scale for v in values[metric]]
                 for label, (metric, scale) in metrics.items()
             }
             if chart_id == "memory" and sample.memory_total_bytes:
                 top = sample.memory_total_bytes / GiB
             self.query_one(f"#chart-{chart_id}", HistoryPlot).set_series(
-                series, interval_s=interval_s, top=top
+                series, interval_s=self.interval_s, top=top
             )
         lines = field_lines(sample)
         self.query_one("#fields", Static).update(lines)

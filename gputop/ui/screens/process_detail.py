@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static
+from textual.worker import get_current_worker
 
+from gputop import units
 from gputop.engine import procs
 from gputop.engine.holders import held_by
-from gputop.engine.kill import SENDING, AuditEntry
-from gputop.engine.model import ProcessRow, ProcInfo
+from gputop.engine.kill import SENDING, Killer
+from gputop.engine.model import ProcessRow, ProcInfo, Snapshot
 from gputop.errors import GputopError
 from gputop.ui import text
+from gputop.ui.rows import row_key
 
 ENV_FIRST = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
 
@@ -33,10 +38,43 @@ def ordered_environment(env: dict[str, str]) -> list[tuple[str, str]]:
     return [(k, env[k]) for k in sorted(env, key=rank)]
 
 
+@dataclass(frozen=True, slots=True)
+class ProcReadings:
+    """What /proc says about a process beyond its row: family and device files, or environment."""
+
+    parents: tuple[ProcInfo, ...] = ()
+    children: tuple[ProcInfo, ...] = ()
+    device_files: tuple[str, ...] = ()
+    environment: dict[str, str] | None = None
+    environment_error: str | None = None  # why the environment could not be read
+
+    @property
+    def of_environment(self) -> bool:
+        """Whether these are the environment's readings (else the family's)."""
+        return self.environment is not None or self.environment_error is not None
+
+
+def read_proc(row: ProcessRow, dev_dir: str, *, environment: bool) -> ProcReadings:
+    """The readings the process detail shows for ``row``, from /proc.
+
+    Each read may take a while, or block on a stuck process: never call this on the UI thread.
+    """
+    if environment:
+        try:
+            return ProcReadings(environment=procs.environment(row.pid))
+        except GputopError as exc:
+            return ProcReadings(environment_error=str(exc))
+    return ProcReadings(
+        parents=tuple(procs.parent_chain(row.pid)),
+        children=tuple(procs.children(row.pid)),
+        device_files=tuple(row.device_files or held_by(row.pid, dev_dir) or ()),
+    )
+
+
 def _proc_line(info: ProcInfo) -> str:
     if not info.visible:
         return f"{info.pid}  (not visible)"
-    return f"{info.pid:>7}  {info.user or text.NA:<10} {info.command or info.name or '?'}"
+    return f"{info.pid:>7}  {info.user or units.NA:<10} {info.command or info.name or '?'}"
 
 
 def _section(out: Text, heading: str, lines: list[str]) -> None:
@@ -46,7 +84,11 @@ def _section(out: Text, heading: str, lines: list[str]) -> None:
 
 
 class ProcessDetailScreen(Screen[None]):
-    """Everything about one process; `e` toggles its environment; `k` signals it."""
+    """Everything about one process; `e` toggles its environment; `k` signals it.
+
+    It follows the app's snapshot; what /proc says about the process is read on a worker
+    thread, one read at a time, and shown when it arrives.
+    """
 
     BINDINGS = [
         Binding("escape,q", "app.pop_screen", "Back"),
@@ -60,23 +102,27 @@ class ProcessDetailScreen(Screen[None]):
 
         row: ProcessRow
 
-    def __init__(
-        self,
-        row: ProcessRow,
-        *,
-        dev_dir: str,
-        signal_log: tuple[AuditEntry, ...] | None,
-        now_wall: float,
-        can_kill: bool,
-    ) -> None:
+    @dataclass
+    class Readings(Message):
+        """A worker finished reading /proc for this screen."""
+
+        readings: ProcReadings
+
+    def __init__(self, row: ProcessRow, *, dev_dir: str, killer: Killer | None) -> None:
         super().__init__()
         self.row = row
         self.dev_dir = dev_dir
-        self.signal_log = signal_log
-        self.now_wall = now_wall
+        self.killer = killer  # None in --readonly: no kill key, no signal log
+        self.now_wall = time.time()
         self.gone = False
-        self.can_kill = can_kill
         self.show_env = False
+        self._reading = False
+        self._read_again = False
+
+    @property
+    def can_kill(self) -> bool:
+        """Whether `k` signals the process (not in --readonly)."""
+        return self.killer is not None
 
     def compose(self) -> ComposeResult:
         yield Static(id="proc-title")
@@ -87,17 +133,21 @@ class ProcessDetailScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self._render_all()
+        self.watch(self.app, "snapshot", self.show_snapshot)
 
-    def update_row(
-        self, row: ProcessRow | None, now_wall: float, log: tuple[AuditEntry, ...] | None
-    ) -> None:
-        """A newer reading of the process (None: it is gone from the GPU list)."""
-        self.gone = row is None
-        if row is not None:
-            self.row = row
-        self.now_wall, self.signal_log = now_wall, log
-        self._render_all()
+    def show_snapshot(self, snapshot: Snapshot | None) -> None:
+        """Follow the process into this snapshot (gone: no longer in its list)."""
+        if not self.is_current:  # popped: being removed
+            return
+        if snapshot is not None:
+            key = row_key(self.row)
+            row = next((r for r in snapshot.processes if row_key(r) == key), None)
+            self.gone = row is None
+            if row is not None:
+                self.row = row
+            self.now_wall = snapshot.taken_at_wall
+        self._render_head()
+        self._read()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         return self.can_kill if action == "kill" else True
@@ -108,9 +158,35 @@ class ProcessDetailScreen(Screen[None]):
 
     def action_toggle_env(self) -> None:
         self.show_env = not self.show_env
-        self._render_all()
+        self._read()
 
-    def _render_all(self) -> None:
+    # -- reading /proc ------------------------------------------------------------------
+    def _read(self) -> None:
+        # One read at a time: a read that blocks on a stuck process must not pile up threads
+        # (an exclusive worker would only mark the old one cancelled: a thread cannot be stopped).
+        if self._reading:
+            self._read_again = True
+            return
+        self._reading = True
+        self._read_in_thread(self.row, self.show_env)
+
+    @work(thread=True, group="proc-read")
+    def _read_in_thread(self, row: ProcessRow, environment: bool) -> None:
+        readings = read_proc(row, self.dev_dir, environment=environment)
+        if not get_current_worker().is_cancelled:
+            self.post_message(self.Readings(readings))  # thread-safe
+
+    def on_process_detail_screen_readings(self, message: ProcessDetailScreen.Readings) -> None:
+        self._reading = False
+        readings = message.readings
+        if readings.of_environment == self.show_env:  # else `e` was pressed while reading
+            self._render_body(readings)
+        if self._read_again:  # the row or the view changed while reading
+            self._read_again = False
+            self._read()
+
+    # -- drawing ------------------------------------------------------------------------
+    def _render_head(self) -> None:
         row = self.row
         states = ", ".join(s.value for s in row.states)
         gone = "  (no longer listed)" if self.gone else ""
@@ -120,33 +196,38 @@ class ProcessDetailScreen(Screen[None]):
         self.query_one("#proc-cmdline", Static).update(
             Text(" ".join(row.info.cmdline) or row.info.name or "(command line not readable)")
         )
-        body = self._environment() if self.show_env else self._facts()
+
+    def _render_body(self, readings: ProcReadings) -> None:
+        body = self._environment(readings) if self.show_env else self._facts(readings)
         self.query_one("#proc-info", Static).update(body)
 
-    def _facts(self) -> Text:
+    def _facts(self, readings: ProcReadings) -> Text:
         row, info = self.row, self.row.info
-        created = text.clock_time(info.create_time) if info.create_time else text.NA
-        runtime = text.duration(self.now_wall - info.create_time) if info.create_time else text.NA
+        created = text.clock_time(info.create_time) if info.create_time else units.NA
+        runtime = units.NA
+        if info.create_time:
+            runtime = units.duration_coarse(self.now_wall - info.create_time)
+        used, peak = (
+            units.short_size(row.used_memory_bytes),
+            units.short_size(row.peak_memory_bytes),
+        )
         out = Text()
         pairs = [
             (
                 "user",
-                f"{info.user or text.NA} (uid {info.uid if info.uid is not None else text.NA})",
+                f"{info.user or units.NA} (uid {info.uid if info.uid is not None else units.NA})",
             ),
-            ("status", info.status or text.NA),
+            ("status", info.status or units.NA),
             ("started", f"{created}  running {runtime}"),
             ("on GPU", ", ".join(str(i) for i in row.gpu_indices) or "none listed"),
-            ("type", row.type.value if row.type else text.NA),
-            (
-                "GPU memory",
-                f"{text.size(row.used_memory_bytes)} (peak {text.size(row.peak_memory_bytes)})",
-            ),
+            ("type", row.type.value if row.type else units.NA),
+            ("GPU memory", f"{used} (peak {peak})"),
             (
                 "SM / mem util",
-                f"{text.percent(row.sm_util_percent)} / {text.percent(row.memory_util_percent)}",
+                f"{units.percent(row.sm_util_percent)} / {units.percent(row.memory_util_percent)}",
             ),
-            ("CPU", text.percent(info.cpu_percent)),
-            ("host memory", text.size(info.host_rss_bytes)),
+            ("CPU", units.percent(info.cpu_percent)),
+            ("host memory", units.short_size(info.host_rss_bytes)),
         ]
         for name, value in pairs:
             out.append(f"{name:<14}", "bold")
@@ -154,31 +235,29 @@ class ProcessDetailScreen(Screen[None]):
         for note in (row.parent_note, info.note):
             if note:
                 out.append(f"note          {note}\n")
-        _section(out, "Parent chain", [_proc_line(p) for p in procs.parent_chain(row.pid)])
-        _section(out, "Children", [_proc_line(c) for c in procs.children(row.pid)])
-        files = row.device_files or held_by(row.pid, self.dev_dir) or ()
-        _section(out, "Open GPU device files", list(files))
+        _section(out, "Parent chain", [_proc_line(p) for p in readings.parents])
+        _section(out, "Children", [_proc_line(c) for c in readings.children])
+        _section(out, "Open GPU device files", list(readings.device_files))
         _section(out, "Signals sent from this session", self._log_lines())
         out.append("\ne: environment", "italic")
         return out
 
     def _log_lines(self) -> list[str]:
-        if self.signal_log is None:
+        if self.killer is None:
             return ["read-only session: signals are disabled"]
         ct = self.row.info.create_time
         return [
             f"{text.clock_time(e.time_wall)}  SIG{e.signal.value}  {e.result}"
-            for e in self.signal_log
+            for e in self.killer.log
             if e.pid == self.row.pid and e.result != SENDING and (ct is None or e.create_time == ct)
         ]
 
-    def _environment(self) -> Text:
+    def _environment(self, readings: ProcReadings) -> Text:
         out = Text()
         out.append(f"Environment of PID {self.row.pid}\n", "bold")
-        try:
-            env = procs.environment(self.row.pid)
-        except GputopError as exc:
-            out.append(f"  cannot show it: {exc}\n")
+        env = readings.environment
+        if env is None:
+            out.append(f"  cannot show it: {readings.environment_error}\n")
             return out
         for name, value in ordered_environment(env):
             out.append(f"  {name}", "bold")

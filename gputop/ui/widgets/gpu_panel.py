@@ -19,7 +19,7 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
-from gputop import units as fmt
+from gputop import units
 from gputop.engine.history import History
 from gputop.engine.model import GpuSample, GpuState
 from gputop.ui import text
@@ -46,7 +46,7 @@ _PLAIN = Style()
 def short_name(name: str | None) -> str:
     """'NVIDIA A100-SXM4-80GB' -> 'A100-SXM4-80GB'."""
     if not name:
-        return text.NA
+        return units.NA
     return name.removeprefix("NVIDIA ").removeprefix("GeForce ")
 
 
@@ -236,19 +236,19 @@ class GpuPanel(FramedLines, Widget, can_focus=True):
             width,
             "UTIL",
             None if s.utilization_gpu_percent is None else s.utilization_gpu_percent / 100,
-            text.percent(s.utilization_gpu_percent),
+            units.percent(s.utilization_gpu_percent),
             util_spark,
             _PLAIN,
         )
-        mem_frac = _fraction(s.memory_used_bytes, s.memory_total_bytes)
+        mem_frac = units.memory_fraction(s.memory_used_bytes, s.memory_total_bytes)
         mem = self._bar_line(
             width,
             "MEM",
             mem_frac,
-            text.used_total(s.memory_used_bytes, s.memory_total_bytes),
+            units.gib_pair(s.memory_used_bytes, s.memory_total_bytes),
             mem_spark,
             self._level_style(
-                fmt.memory_level(s.memory_used_bytes, s.memory_total_bytes), quiet_warn=True
+                units.memory_level(s.memory_used_bytes, s.memory_total_bytes), quiet_warn=True
             ),
         )
         return [util, mem, self._thermal(s), self._clocks(s), self._bus(s)]
@@ -256,27 +256,24 @@ class GpuPanel(FramedLines, Widget, can_focus=True):
     def _thermal(self, s: GpuSample) -> Line:
         line = Line()
         line.append("TEMP ", self._style("label"))
-        line.append(text.number(s.temperature_c, "°C"), self._level_style(temp_level(s)))
+        line.append(units.temperature(s.temperature_c), self._level_style(temp_level(s)))
         if s.temperature_slowdown_c is not None:
             line.append(f"/{s.temperature_slowdown_c}", self._style("dim"))
         line.append("  POWER ", self._style("label"))
-        power_level = fmt.power_level(s.power_draw_mw, s.power_limit_mw)
-        line.append(
-            text.watts_unit(s.power_draw_mw), self._level_style(power_level, quiet_warn=True)
-        )
-        line.append(text.limit_suffix(s.power_limit_mw))
+        power_level = units.power_level(s.power_draw_mw, s.power_limit_mw)
+        line.append(units.watts(s.power_draw_mw), self._level_style(power_level, quiet_warn=True))
+        line.append(units.watts_limit_suffix(s.power_limit_mw))
         line.append("  FAN ", self._style("label"))
-        line.append(text.percent(s.fan_speed_percent))
+        line.append(units.percent(s.fan_speed_percent))
         return line
 
     def _clocks(self, s: GpuSample) -> Line:
         line = Line()
         line.append("SM ", self._style("label"))
-        line.append(text.number(s.clock_sm_mhz))
+        line.append(units.number(s.clock_sm_mhz))
         line.append(" MEM ", self._style("label"))
-        line.append(text.number(s.clock_memory_mhz, " MHz"))
-        pstate = text.NA if s.performance_state is None else f"P{s.performance_state}"
-        line.append(f"  {pstate}")
+        line.append(units.mhz(s.clock_memory_mhz, sep=" "))
+        line.append(f"  {units.pstate(s.performance_state)}")
         if s.throttle_reasons:
             line.append("  ")
             line.append("throttle: " + ",".join(s.throttle_reasons), self._style("warn"))
@@ -287,7 +284,7 @@ class GpuPanel(FramedLines, Widget, can_focus=True):
         line.append("PCIe ", self._style("label"))
         if s.pcie_gen is not None and s.pcie_width is not None:
             line.append(f"gen{s.pcie_gen} x{s.pcie_width} ")
-        line.append(f"↓{text.rate_kbps(s.pcie_rx_kbps)} ↑{text.rate_kbps(s.pcie_tx_kbps)}")
+        line.append(f"↓{units.rate_kbps(s.pcie_rx_kbps)} ↑{units.rate_kbps(s.pcie_tx_kbps)}")
         if s.ecc_errors_uncorrected_volatile:
             line.append("  ")
             line.append(f"ECC {s.ecc_errors_uncorrected_volatile}", self._style("crit"))
@@ -304,40 +301,37 @@ class GpuPanel(FramedLines, Widget, can_focus=True):
         util = s.utilization_gpu_percent
         line.append("UTIL ", self._style("label"))
         line.append(text.bar(None if util is None else util / 100, bar_w), self._style("bar"))
-        line.append(f"{text.percent(util):>5} ")
+        line.append(f"{units.percent(util):>5} ")
         line.append("MEM ", self._style("label"))
-        mem_frac = _fraction(s.memory_used_bytes, s.memory_total_bytes)
-        mem_level = fmt.memory_level(s.memory_used_bytes, s.memory_total_bytes)
+        mem_frac = units.memory_fraction(s.memory_used_bytes, s.memory_total_bytes)
+        mem_level = units.memory_level(s.memory_used_bytes, s.memory_total_bytes)
         line.append(
             text.bar(mem_frac, bar_w),
             self._style("bar") + self._level_style(mem_level, quiet_warn=True),
         )
-        line.append(f" {text.used_total(s.memory_used_bytes, s.memory_total_bytes):>{VALUE_WIDTH}}")
+        line.append(f" {units.gib_pair(s.memory_used_bytes, s.memory_total_bytes):>{VALUE_WIDTH}}")
         line.append(" ")
-        line.append(text.number(s.temperature_c, "°C"), self._level_style(temp_level(s)))
-        line.append(f" {text.watts_unit(s.power_draw_mw)}")
+        line.append(units.temperature(s.temperature_c), self._level_style(temp_level(s)))
+        line.append(f" {units.watts(s.power_draw_mw)}")
         if s.ecc_errors_uncorrected_volatile:
             line.append(f" ECC {s.ecc_errors_uncorrected_volatile}", self._style("crit"))
         return line
 
     def _details(self, s: GpuSample, width: int) -> Line:
         line = Line("    ")
-        line.append(f"pwr {text.watts_unit(s.power_draw_mw)}{text.limit_suffix(s.power_limit_mw)} ")
-        line.append(f"fan {text.percent(s.fan_speed_percent)} ")
-        sm, mem = text.number(s.clock_sm_mhz, "MHz"), text.number(s.clock_memory_mhz, "MHz")
+        line.append(
+            f"pwr {units.watts(s.power_draw_mw)}{units.watts_limit_suffix(s.power_limit_mw)} "
+        )
+        line.append(f"fan {units.percent(s.fan_speed_percent)} ")
+        sm, mem = units.mhz(s.clock_sm_mhz), units.mhz(s.clock_memory_mhz)
         line.append(f"SM {sm} MEM {mem} ")
-        pstate = text.NA if s.performance_state is None else f"P{s.performance_state}"
-        line.append(f"{pstate} ")
-        line.append(f"↓{text.rate_kbps(s.pcie_rx_kbps)} ↑{text.rate_kbps(s.pcie_tx_kbps)}")
+        line.append(f"{units.pstate(s.performance_state)} ")
+        line.append(f"↓{units.rate_kbps(s.pcie_rx_kbps)} ↑{units.rate_kbps(s.pcie_tx_kbps)}")
         if s.throttle_reasons:
             line.append(" " + ",".join(s.throttle_reasons), self._style("warn"))
         return line
 
 
-def _fraction(used: int | None, total: int | None) -> float | None:
-    return None if used is None or not total else used / total
-
-
 def temp_level(s: GpuSample) -> Level:
     """The temperature's level against this GPU's slowdown threshold."""
-    return fmt.temperature_level(s.temperature_c, s.temperature_slowdown_c)
+    return units.temperature_level(s.temperature_c, s.temperature_slowdown_c)

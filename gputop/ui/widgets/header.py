@@ -12,6 +12,7 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
+from gputop import units
 from gputop.engine.model import Snapshot
 from gputop.ui import text
 from gputop.ui.paint.framed_lines import FramedLines
@@ -91,8 +92,8 @@ class HeaderBar(FramedLines, Widget):
         sys = snap.system
         gpus = f"{len(snap.gpus)} GPU{'s' if len(snap.gpus) != 1 else ''}"
         out.append(
-            f" {sys.hostname}  driver {sys.driver_version or text.NA}"
-            f"  CUDA {sys.cuda_driver_version or text.NA}  {gpus}"
+            f" {sys.hostname}  driver {sys.driver_version or units.NA}"
+            f"  CUDA {sys.cuda_driver_version or units.NA}  {gpus}"
             f"  every {self.interval_s:g}s  {text.clock_time(snap.taken_at_wall)}"
         )
         return out

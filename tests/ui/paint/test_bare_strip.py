@@ -11,6 +11,7 @@ from rich.segment import Segment
 from rich.style import Style
 from textual.strip import Strip
 
+from gputop.ui import paint
 from gputop.ui.paint.bare_strip import SUPPORTED, bare_strip
 
 SEGMENTS = [Segment("GPU ", Style(bold=True)), Segment("98%", Style(color="red")), Segment("  ")]
@@ -48,3 +49,14 @@ def test_a_row_cut_at_its_end_by_the_compositor_is_freed_at_once(
     strip.crop(0, 9)
     del strip
     assert (gc.collect() > 0) is cyclic
+
+
+def test_the_plain_switch_builds_textuals_own_strips(
+    no_gc: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(paint, "PLAIN_TEXTUAL", True)  # GPUTOP_PLAIN_TEXTUAL=1
+    strip = bare_strip(list(SEGMENTS), 9)
+    assert type(strip) is Strip and list(strip) == SEGMENTS and strip.cell_length == 9
+    strip.divide([9])
+    del strip
+    assert gc.collect() > 0  # an ordinary Strip, caches (and the compositor's cycle) included

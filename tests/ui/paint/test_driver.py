@@ -1,27 +1,31 @@
 """The quiet input thread: keys and a lone Esc still arrive, it sleeps while idle, quits at once.
 
-Unit tests drive ``read_input`` through a pipe; the end-to-end test runs the real dashboard on a
-pseudo-terminal, as a person would.
+Unit tests drive ``read_input`` through a pipe; the end-to-end tests run the real dashboard on a
+pseudo-terminal, as a person would, on the calm thread and with ``GPUTOP_PLAIN_TEXTUAL=1`` on
+Textual's own.
 """
 
 from __future__ import annotations
 
 import os
 import selectors
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual import events
-from textual._xterm_parser import XTermParser
 from textual.drivers.linux_driver import LinuxDriver
 from textual.message import Message
 
+from gputop.ui import paint
 from gputop.ui.app import make_app
+from gputop.ui.paint import driver as calm
 from gputop.ui.paint.driver import CalmLinuxDriver, WakingEvent, read_input
-from tests.pty_terminal import on_terminal
+from tests.pty_terminal import clean_env, on_terminal
 
 
 class Reader:
@@ -43,7 +47,7 @@ class Reader:
         self.stop.attach(wake_w)
         self.thread = threading.Thread(
             target=read_input,
-            args=(self.input_r, self.wake_r, self.stop, XTermParser(), self.events.append),
+            args=(self.input_r, self.wake_r, self.stop, calm.XTermParser(), self.events.append),
             daemon=True,
         )
         self.thread.start()
@@ -63,6 +67,8 @@ class Reader:
 
 @pytest.fixture
 def reader(monkeypatch: pytest.MonkeyPatch) -> Iterator[Reader]:
+    if calm.XTermParser is None:  # a Textual that moved its private parser: its own thread runs
+        pytest.skip("no textual._xterm_parser")
     r = Reader(monkeypatch)
     yield r
     r.stop.set()
@@ -153,13 +159,32 @@ def test_end_of_input_does_not_spin(reader: Reader) -> None:
     assert reader.thread.is_alive()
 
 
-def test_textuals_own_input_thread_still_drives_the_dashboard() -> None:
-    """The fallback (a Textual without its private parser) reads keys with Textual's thread."""
-    from gputop.ui.paint.driver import PLAIN_INPUT_ENV
-    from tests.pty_terminal import clean_env
+def _wakeful_selecting_threads(pid: int, seconds: float, read: Any) -> list[int] | None:
+    """Voluntary context switches, over ``seconds``, of each thread asleep in select()/poll().
 
-    with on_terminal("--demo", env={**clean_env(), PLAIN_INPUT_ENV: "1"}) as term:
+    Not epoll (the event loop's). None where the kernel hides the wait channel.
+    """
+    before = _tasks(pid)
+    read(seconds)
+    after = _tasks(pid)
+    selecting = [
+        t
+        for t, (wchan, _) in after.items()
+        if ("poll" in wchan or "select" in wchan) and "epoll" not in wchan
+    ]
+    if not selecting:
+        return None
+    return [after[t][1] - before.get(t, ("", 0))[1] for t in selecting]
+
+
+def test_textuals_own_input_thread_still_drives_the_dashboard() -> None:
+    """GPUTOP_PLAIN_TEXTUAL=1: Textual's own thread (wakes ten times a second) reads the keys."""
+    with on_terminal("--demo", env={**clean_env(), paint.PLAIN_TEXTUAL_ENV: "1"}) as term:
         term.wait_for(b"DEMO")
+        term.read_for(0.5)
+        switches = _wakeful_selecting_threads(term.proc.pid, 1.5, term.read_for)
+        if switches is not None:  # the switch reached the child: its input thread polls
+            assert max(switches) >= 8, switches  # ten times a second (the calm one: 0)
         term.type(b"?")
         term.wait_for(b"holder")  # the help screen's states table: the key arrived
         term.type(b"\x1b")
@@ -168,16 +193,34 @@ def test_textuals_own_input_thread_still_drives_the_dashboard() -> None:
         assert term.read_to_end() == 0
 
 
-def test_plain_input_env_runs_textuals_input_thread(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gputop.ui.paint import driver as calm
-
+def test_the_plain_switch_runs_textuals_input_thread(monkeypatch: pytest.MonkeyPatch) -> None:
     ran: list[str] = []
     monkeypatch.setattr(LinuxDriver, "run_input_thread", lambda self: ran.append("textual"))
     monkeypatch.setattr(calm, "read_input", lambda *a, **k: ran.append("calm"))
-    monkeypatch.setenv(calm.PLAIN_INPUT_ENV, "1")
-    make_app_driver = CalmLinuxDriver.__new__(CalmLinuxDriver)
-    make_app_driver.run_input_thread()
-    monkeypatch.setattr(calm, "XTermParser", None)
-    monkeypatch.delenv(calm.PLAIN_INPUT_ENV)
-    make_app_driver.run_input_thread()
-    assert ran == ["textual", "textual"]
+    driver = CalmLinuxDriver.__new__(CalmLinuxDriver)
+    driver.exit_event = WakingEvent()
+    driver.fileno = 0  # never read: read_input is a stand-in
+    parser = calm.XTermParser
+    for plain, parser_there, expected in (
+        (False, parser, "calm" if parser is not None else "textual"),
+        (True, parser, "textual"),  # GPUTOP_PLAIN_TEXTUAL=1
+        (False, None, "textual"),  # a Textual that moved its private parser
+    ):
+        monkeypatch.setattr(paint, "PLAIN_TEXTUAL", plain)
+        monkeypatch.setattr(calm, "XTermParser", parser_there)
+        ran.clear()
+        driver.run_input_thread()
+        assert ran == [expected], (plain, parser_there)
+
+
+def test_the_plain_switch_keeps_to_stderr_without_the_private_file(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    driver = CalmLinuxDriver.__new__(CalmLinuxDriver)
+    driver._file = marker = object()  # type: ignore[assignment]
+    assert driver._output() is marker
+    monkeypatch.setattr(paint, "PLAIN_TEXTUAL", True)
+    assert driver._output() is sys.__stderr__
+    monkeypatch.setattr(paint, "PLAIN_TEXTUAL", False)
+    del driver._file  # a Textual that renamed it
+    assert driver._output() is sys.__stderr__

@@ -93,21 +93,21 @@ def test_panels_table_and_header_paint_like_textual_at_every_density_and_when_fo
             await pilot.pause()
             for panel in app.query(GpuPanel):
                 assert_same_paint(panel)
-            assert_same_paint(app.table)
-            assert_same_paint(app.header)
-        app.header.stale_s = 12.0  # the STALE marker has a style of its own
+            assert_same_paint(app.main_screen.table)
+            assert_same_paint(app.main_screen.header)
+        app.main_screen.header.stale_s = 12.0  # the STALE marker has a style of its own
         await pilot.pause()
-        assert "STALE 12 s" in app.header.render().plain
-        assert_same_paint(app.header)
+        assert "STALE 12 s" in app.main_screen.header.render().plain
+        assert_same_paint(app.main_screen.header)
         app.query_one("#gpu-1", GpuPanel).focus()
         await pilot.pause()
         assert_same_paint(app.query_one("#gpu-1", GpuPanel))
-        assert_same_paint(app.table)  # blurred now: its cursor row looks different
+        assert_same_paint(app.main_screen.table)  # blurred now: its cursor row looks different
         app.theme = "nord"
         await pilot.pause()
         for panel in app.query(GpuPanel):
             assert_same_paint(panel)
-        assert_same_paint(app.table)
+        assert_same_paint(app.main_screen.table)
 
     run(body, size=(200, 60), first=first)
 
@@ -117,7 +117,7 @@ def test_a_changed_panel_title_is_painted() -> None:
         panel = app.query_one("#gpu-0", GpuPanel)
         top = panel.render_lines(Region(0, 0, *panel.region.size))[0].text
         assert "A100" in top
-        app.grid.update_snapshot(
+        app.main_screen.grid.update_snapshot(
             snapshot(SAMPLE_ROWS, gpus=(make_gpu(0, name="NVIDIA H100 80GB HBM3"), make_gpu(1))),
             app.history,
         )
@@ -175,7 +175,7 @@ def test_a_panel_repaints_only_the_lines_whose_text_changed() -> None:
 
 def test_the_table_repaints_nothing_when_no_row_changed() -> None:
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
-        table = app.table
+        table = app.main_screen.table
         refreshed = spy_refresh(table)
         table.update_snapshot(snapshot(SAMPLE_ROWS, seq=2))  # the rows on screen, again
         assert refreshed == []  # (a refresh with no region would repaint the whole table)
@@ -189,7 +189,7 @@ def test_the_table_repaints_nothing_when_no_row_changed() -> None:
 
 def test_a_re_sort_repaints_the_rows_that_moved_not_the_table() -> None:
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
-        table = app.table
+        table = app.main_screen.table
         assert visible_pids(app) == [100, 101, 102, 103]  # GPU memory, largest first
         refreshed = spy_refresh(table)
         bigger = replace(SAMPLE_ROWS[1], used_memory_bytes=200 * 1024**3)
@@ -213,7 +213,7 @@ def test_sparklines_span_minutes_and_the_memory_line_rests_while_memory_is_flat(
         for i in range(299):  # five minutes of samples, one spike at the start
             snap = snapshot(SAMPLE_ROWS, seq=i + 2, gpus=(busy[min(i, 3)], make_gpu(1)))
             app.history.append(snap)
-            app.grid.update_snapshot(snap, app.history)
+            app.main_screen.grid.update_snapshot(snap, app.history)
         util_line = panel.content_lines()[0].plain
         assert "█" in util_line  # the spike 299 samples ago is still drawn
 
@@ -222,7 +222,7 @@ def test_sparklines_span_minutes_and_the_memory_line_rests_while_memory_is_flat(
             SAMPLE_ROWS, seq=400, gpus=(replace(first, utilization_gpu_percent=55), make_gpu(1))
         )
         app.history.append(snap)
-        app.grid.update_snapshot(snap, app.history)
+        app.main_screen.grid.update_snapshot(snap, app.history)
         assert [r.y for regions in refreshed for r in regions] == [0]  # UTIL changed, MEM did not
 
     run(body, size=(200, 60))
@@ -234,7 +234,7 @@ def test_rows_with_ansi_colours_still_go_through_textuals_truecolor_filter() -> 
         app.stylesheet.add_source("HeaderBar, ProcessTable { color: ansi_red; }")
         app.refresh_css()
         await pilot.pause()
-        for widget in (app.header, app.table):
+        for widget in (app.main_screen.header, app.main_screen.table):
             assert_same_paint(widget)
             rows = widget.render_lines(Region(0, 0, *widget.region.size))
             colors = [
@@ -260,14 +260,16 @@ def test_table_rows_show_braces_and_wide_values_as_they_are() -> None:
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
         def lines() -> dict[int, str]:
             order = visible_pids(app)
-            return {pid: app.table.render_line(i + 1).text for i, pid in enumerate(order)}
+            return {
+                pid: app.main_screen.table.render_line(i + 1).text for i, pid in enumerate(order)
+            }
 
         assert "python -c print('{0} {}')" in lines()[104]
         # A value wider than its column widens the column for every row, header included.
         wide = replace(braces, pid=1234567)
         app.post_message(SnapshotReady(snapshot((*SAMPLE_ROWS, wide), seq=2)))
         await pilot.pause()
-        user_at = app.table.render_line(0).text.index("USER")
+        user_at = app.main_screen.table.render_line(0).text.index("USER")
         users = {100: "alice", 101: "bob", 102: "alice", 103: "carol", 1234567: "dave"}
         for pid, line in lines().items():
             assert line[user_at:].startswith(users[pid]), (pid, line)

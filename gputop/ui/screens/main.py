@@ -1,0 +1,267 @@
+"""The main view: header, GPU panels, processes and filter; its keys and what they do."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import events, on
+from textual.app import ComposeResult
+from textual.binding import BindingType
+from textual.screen import Screen
+from textual.widgets import Footer, Input, Static
+
+from gputop import units
+from gputop.engine.history import History
+from gputop.engine.kill import Killer, KillResult
+from gputop.engine.model import ProcessRow, Snapshot
+from gputop.ui import rows as R
+from gputop.ui.bridge import current_user
+from gputop.ui.keys import MAIN_BINDINGS
+from gputop.ui.screens.confirm_kill import ConfirmKill
+from gputop.ui.screens.gpu_detail import GpuDetailScreen
+from gputop.ui.screens.process_detail import ProcessDetailScreen
+from gputop.ui.widgets.gpu_grid import GpuGrid
+from gputop.ui.widgets.gpu_panel import GpuPanel
+from gputop.ui.widgets.header import HeaderBar
+from gputop.ui.widgets.process_table import ProcessTable
+
+MIN_SIZE = (60, 16)  # below this the screen shows a "terminal too small" message until resized
+SORT_ORDER = tuple(R.Column)
+
+
+class MainScreen(Screen[None]):
+    """The dashboard itself: it draws the app's snapshot; its keys act on the process table.
+
+    It watches the app's ``snapshot``, ``interval_s``, ``paused`` and ``stale_s``. ``killer`` is
+    None in --readonly: then the kill key does nothing and is not shown.
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [*MAIN_BINDINGS]
+
+    def __init__(self, *, history: History, killer: Killer | None, dev_dir: str) -> None:
+        super().__init__()
+        self.history = history
+        self.killer = killer
+        self.dev_dir = dev_dir  # where the process detail looks for device files
+        self.user = current_user()
+        self.snapshot: Snapshot | None = None
+        self._table_title: str | None = None  # last texts shown, to skip no-op repaints
+        self._unattributed_body = ""
+        # Kept as attributes: per-tick code must not search the DOM (nor fail during shutdown).
+        self.header = HeaderBar(id="header")
+        self.grid = GpuGrid(id="gpus")
+        self.table = ProcessTable(id="processes")
+        self.unattributed = Static("", id="unattributed")
+        self.filter_box = Input(placeholder="filter: pid, user, command or state", id="filter")
+        self.too_small = Static("", id="too-small")
+
+    def compose(self) -> ComposeResult:
+        yield self.header
+        yield self.grid
+        yield self.table
+        yield self.unattributed
+        yield self.filter_box
+        yield self.too_small
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self.header.readonly = self.killer is None
+        self._update_table_title()
+        self.table.focus()
+        app = self.app
+        self.watch(app, "interval_s", self._show_interval)
+        self.watch(app, "paused", self._show_paused)
+        self.watch(app, "stale_s", self._show_stale)
+        self.watch(app, "snapshot", self.show_snapshot)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.apply_size(event.size.width, event.size.height)
+
+    def apply_size(self, width: int, height: int) -> None:
+        """Fit the screen to the terminal: panel density, table columns, or 'too small'."""
+        tiny = width < MIN_SIZE[0] or height < MIN_SIZE[1]
+        self.set_class(tiny, "-tiny")
+        self.too_small.update(
+            f"terminal too small: {width}x{height}\n"
+            f"gputop needs at least {MIN_SIZE[0]}x{MIN_SIZE[1]}: enlarge the window"
+        )
+        self.grid.relayout(width, height)
+        self.table.set_wide(width >= R.WIDE_MIN_COLUMNS)
+        self._update_table_title()  # the sort column may have been hidden or shown
+
+    # -- data ---------------------------------------------------------------------------
+    def show_snapshot(self, snap: Snapshot | None) -> None:
+        """Draw a new snapshot (the app's, on every tick unless paused)."""
+        if snap is None:
+            return
+        self.snapshot = snap
+        self.header.snapshot = snap
+        self.grid.update_snapshot(snap, self.history)  # relayouts itself when GPUs come or go
+        self.table.update_snapshot(snap)
+        self._update_unattributed(snap)
+        self._update_table_title()
+
+    def _show_interval(self, interval_s: float) -> None:
+        self.header.interval_s = interval_s
+
+    def _show_paused(self, paused: bool) -> None:
+        self.header.paused = paused
+
+    def _show_stale(self, stale_s: float | None) -> None:
+        self.header.stale_s = stale_s
+
+    def _update_unattributed(self, snap: Snapshot) -> None:
+        parts = [f"GPU {i}: {units.short_size(b)}" for i, b in snap.unattributed_memory_bytes]
+        lines = []
+        if parts:
+            lines.append("unattributed GPU memory (no listed process owns it): " + ", ".join(parts))
+        if snap.holder_scan_note:
+            lines.append(f"holder scan: {snap.holder_scan_note}")
+        widget = self.unattributed
+        body = "\n".join(lines)
+        # Static.update() relayouts the screen; skip it when nothing changed.
+        if body != self._unattributed_body:
+            self._unattributed_body = body
+            widget.update(Text(body))
+        if widget.display != bool(lines):
+            widget.display = bool(lines)
+
+    # -- view actions -------------------------------------------------------------------
+    def _set_view(self, **changes: Any) -> None:
+        self.table.set_view(replace(self.table.view, **changes))
+        self._update_table_title()
+
+    def _update_table_title(self) -> None:
+        table = self.table
+        view = table.view
+        parts = [f"Processes ({len(table.visible_keys())})"]
+        if view.sort not in R.columns(table.wide):  # its header marker is not on screen
+            parts.append(f"sorted by {table.header_label(view.sort)}")
+        if view.gpu is not None:
+            parts.append(f"GPU {view.gpu} only")
+        if view.filter_text:
+            parts.append(f"filter '{view.filter_text}'")
+        if view.only_user is not None:
+            parts.append(f"user {view.only_user}")
+        if view.tree:
+            parts.append("tree")
+        if table.tags:
+            parts.append(f"{len(table.tags)} tagged")
+        title = " · ".join(parts)
+        # Setting border_title repaints the whole table; only do it when the text changed.
+        if title != self._table_title:
+            self._table_title = title
+            table.border_title = Text(title)  # Text: a filter like "[x" is not markup
+
+    def on_process_table_tags_changed(self) -> None:
+        self._update_table_title()
+
+    def action_sort(self, step: int) -> None:
+        # Only the columns on screen: a sort by a hidden column would show no marker at all.
+        shown = R.columns(self.table.wide)
+        view = self.table.view
+        if view.sort in shown:
+            column = shown[(shown.index(view.sort) + step) % len(shown)]
+        else:  # sorted by a column the terminal became too narrow for
+            later = [c for c in shown if SORT_ORDER.index(c) > SORT_ORDER.index(view.sort)]
+            column = (later or shown)[0] if step > 0 else shown[-1]
+        self._set_view(sort=column, reverse=column in R.NUMERIC)
+
+    def action_reverse(self) -> None:
+        self._set_view(reverse=not self.table.view.reverse)
+
+    def action_only_mine(self) -> None:
+        self._set_view(only_user=None if self.table.view.only_user else self.user)
+
+    def action_tree(self) -> None:
+        self._set_view(tree=not self.table.view.tree)
+
+    def action_focus_gpu(self) -> None:
+        indices = [g.index for g in self.snapshot.gpus] if self.snapshot else []
+        current = self.table.view.gpu
+        if current is None or current not in indices:
+            nxt = indices[0] if indices else None
+        else:
+            pos = indices.index(current) + 1
+            nxt = indices[pos] if pos < len(indices) else None
+        self._set_view(gpu=nxt)
+
+    def action_filter(self) -> None:
+        box = self.filter_box
+        box.add_class("-open")
+        box.focus()
+
+    def action_clear_filter(self) -> None:
+        box = self.filter_box
+        box.value = ""
+        box.remove_class("-open")
+        self._set_view(filter_text="")
+        self.table.focus()
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self._set_view(filter_text=event.value)
+
+    @on(Input.Submitted, "#filter")
+    def _filter_done(self, event: Input.Submitted) -> None:
+        event.input.set_class(bool(event.value), "-open")
+        self.table.focus()
+
+    # -- detail screens -----------------------------------------------------------------
+    def action_gpu_detail(self, index: int | None = None) -> None:
+        if index is None:
+            focused = self.focused
+            if isinstance(focused, GpuPanel):
+                index = focused.index
+            elif self.table.view.gpu is not None:
+                index = self.table.view.gpu
+            elif (row := self.table.current) is not None and row.gpu_indices:
+                index = row.gpu_indices[0]
+            elif self.snapshot is not None and self.snapshot.gpus:
+                index = self.snapshot.gpus[0].index
+        if index is None:
+            return
+        self.app.push_screen(GpuDetailScreen(index, self.history))
+
+    def on_gpu_panel_selected(self, message: GpuPanel.Selected) -> None:
+        self.action_gpu_detail(message.index)
+
+    def on_process_table_row_chosen(self, event: ProcessTable.RowChosen) -> None:
+        row = self.table.row(event.key)
+        if row is None:
+            return
+        self.app.push_screen(ProcessDetailScreen(row, dev_dir=self.dev_dir, killer=self.killer))
+
+    # -- signals ------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if self.app.screen is not self:
+            # Under a dialog its keys do nothing: its dimmed footer shows the app's keys only.
+            return False
+        # --readonly: the kill key does nothing and the footer does not show it.
+        return not (action == "kill" and self.killer is None)
+
+    def action_kill(self) -> None:
+        rows = self.table.tagged_rows()
+        if not rows and (current := self.table.current) is not None:
+            rows = [current]
+        self.kill_rows(rows)
+
+    def kill_rows(self, rows: list[ProcessRow]) -> None:
+        """Open the kill dialog for these processes (never in --readonly)."""
+        if self.killer is None:
+            return
+        if not rows:
+            self.app.notify("no process selected", severity="warning")
+            return
+        self.app.push_screen(ConfirmKill(rows, self.killer), self._after_kill)
+
+    def _after_kill(self, results: list[KillResult] | None) -> None:
+        done = {r.pid for r in results or [] if r.ok}
+        table = self.table
+        if done:
+            table.tags -= {k for k in table.tags if int(k.split(":", 1)[0]) in done}
+            if self.snapshot is not None:
+                table.update_snapshot(self.snapshot)
+            self._update_table_title()

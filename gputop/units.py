@@ -229,14 +229,9 @@ def duration_coarse(seconds: float | None) -> str:
 
     ``"42s"``, ``"12m"``, ``"3h04m"``, ``"2d03h"`` (:func:`duration` would say ``"12m05s"``).
     """
-    if seconds is None or seconds < 0:
-        return NA
-    days, hours, minutes, secs = _split_seconds(seconds)
-    if days:
-        return f"{days}d{hours:02d}h"
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    return f"{minutes}m" if minutes else f"{secs}s"
+    if seconds is not None and 60 <= seconds < 3600:
+        return f"{int(seconds) // 60}m"
+    return duration(seconds)
 
 
 # -- anything else ---------------------------------------------------------------------------------

@@ -81,9 +81,9 @@ def headless_tick_ms(ticks: int = 60) -> float:
 
     Includes Pilot's forced repaint per step (about 8 ms here even for an unchanged frame).
     """
+    from gputop.sim.frames import demo_frames
     from gputop.ui.app import make_app
     from gputop.ui.messages import SnapshotReady
-    from tests.ui.scenes import demo_frames
 
     frames = demo_frames("dgx", ticks=ticks)
     app = make_app(None, start_sampler=False, clock=lambda: frames[-1].taken_at_mono)

@@ -12,13 +12,12 @@ drivers older than :data:`NA_FOR_NOT_SUPPORTED_SINCE`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from importlib import resources
 
 from gputop.commands.query_table import (
     NA,
     SPECS,
-    Reader,
     Spec,
     Value,
     timestamp_text,
@@ -61,18 +60,11 @@ def smi_fields(section: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Field:
-    """One queryable column."""
+class Field(Spec):
+    """One queryable column: how it is read and shown (its Spec), under its names."""
 
     name: str  # the canonical name: also the CSV header
-    help: str
-    read: Reader
     aliases: tuple[str, ...] = ()
-    unit: str | None = None  # header "[unit]" and value suffix, e.g. "MiB"
-    missing: str = NA  # printed when the GPU has no such reading
-    identity: bool = False  # known even for a lost GPU (index, name, ...)
-    reading: str | None = None  # the GpuSample attribute or probe key that explains a None
-    probe: Probe | None = None  # an extra reading the driver must be asked for
 
     @property
     def header(self) -> str:
@@ -82,15 +74,7 @@ class Field:
 
 def _field(name: str, aliases: tuple[str, ...], spec: Spec) -> Field:
     return Field(
-        name=name,
-        aliases=aliases,
-        help=spec.help,
-        read=spec.read,
-        unit=spec.unit,
-        missing=spec.missing,
-        identity=spec.identity,
-        reading=spec.reading,
-        probe=spec.probe,
+        name=name, aliases=aliases, **{f.name: getattr(spec, f.name) for f in fields(spec)}
     )
 
 

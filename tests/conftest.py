@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
@@ -47,6 +48,16 @@ def shipped(name: str) -> Scenario:
     """A shipped scenario, without slow calls (faults has a 1.5 s one) so tests stay fast."""
     scenario = sim.load_scenario(name)
     return replace(scenario, gpus=tuple(replace(g, slow_calls={}) for g in scenario.gpus))
+
+
+@pytest.fixture(autouse=True)
+def _utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Times are shown in local time (golden files, the header): one zone everywhere."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
 
 
 @pytest.fixture(autouse=True)

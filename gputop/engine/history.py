@@ -28,6 +28,9 @@ _metrics_of = operator.attrgetter(*METRICS)  # a GpuSample's METRICS as one tupl
 ProcKey = tuple[int, float | None]  # (pid, create_time): a reused PID is another process
 
 
+HISTORY_TICKS = 600  # ten minutes at the default 1 s interval
+
+
 class History:
     """Ring buffers of per-GPU metrics (``maxlen`` ticks) plus GPU and process peak memory.
 
@@ -36,7 +39,7 @@ class History:
     reads hold one lock: the sampler thread appends while the dashboard reads.
     """
 
-    def __init__(self, maxlen: int = 600) -> None:
+    def __init__(self, maxlen: int = HISTORY_TICKS) -> None:
         if maxlen < 1:
             raise ValueError("maxlen must be at least 1")
         self.maxlen = maxlen

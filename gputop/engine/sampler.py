@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from gputop.engine.enrich import enrich as enrich_snapshot
-from gputop.engine.history import History
+from gputop.engine.history import HISTORY_TICKS, History
 from gputop.engine.holders import HolderScan, scan_holders
 from gputop.engine.model import Snapshot
 from gputop.engine.procs import ProcReader
@@ -106,7 +106,7 @@ class Sampler:
         on_snapshot: Callable[[Snapshot], None] | None = None,
         interval_s: float = 1.0,
         holder_interval_s: float = 5.0,
-        history_len: int = 600,
+        history_len: int = HISTORY_TICKS,
         dev_dir: str | None = None,
         enrich: bool = True,
     ) -> None:

@@ -33,7 +33,6 @@ from gputop.ui.widgets.process_table import ProcessTable
 INTERVAL_STEPS_S = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0)
 STALE_AFTER_INTERVALS = 2.5
 STALE_MIN_S = 3.0
-HISTORY_LEN = 600  # ticks kept when no sampler records them (the sampler's default too)
 
 
 class GputopApp(App[int]):
@@ -76,7 +75,7 @@ class GputopApp(App[int]):
             self.sampler = factory(source, self._from_sampler, interval_s)
         # One history: the sampler's. Without one, whoever posts SnapshotReady (tests, the
         # screenshot scenes) stands in for it, and the app records what they post.
-        self.history = self.sampler.history if self.sampler else History(maxlen=HISTORY_LEN)
+        self.history = self.sampler.history if self.sampler else History()
         self.main_screen = MainScreen(
             history=self.history,
             killer=self.killer,

@@ -1,21 +1,8 @@
-"""UI test fixtures: a fixed time zone (times on screen) and no blinking cursors."""
+"""UI test fixtures: no blinking cursors (the time zone is pinned in tests/conftest.py)."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
-
 import pytest
-
-
-@pytest.fixture(autouse=True)
-def _utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The header shows the sample's local time of day: make it the same everywhere."""
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
 
 
 @pytest.fixture(autouse=True)

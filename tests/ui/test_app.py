@@ -331,7 +331,8 @@ class RecordingSampler:
         self.stopped = True
 
 
-def test_sampler_bridge_interval_pause_and_stop_on_exit() -> None:
+def app_with_recording_sampler(**options: Any) -> tuple[GputopApp, list[RecordingSampler]]:
+    """An app on a FakeSource whose sampler factory records the samplers it builds."""
     samplers: list[RecordingSampler] = []
 
     def factory(
@@ -340,7 +341,13 @@ def test_sampler_bridge_interval_pause_and_stop_on_exit() -> None:
         samplers.append(RecordingSampler(source, cb, interval_s))
         return samplers[-1]
 
-    app = make_app(FakeSource(), interval_s=1.0, sampler_factory=factory, clock=lambda: 1009.5)
+    return make_app(
+        FakeSource(), sampler_factory=factory, clock=lambda: 1009.5, **options
+    ), samplers
+
+
+def test_sampler_bridge_interval_pause_and_stop_on_exit() -> None:
+    app, samplers = app_with_recording_sampler(interval_s=1.0)
 
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
         sampler = samplers[0]
@@ -370,15 +377,7 @@ def test_sampler_bridge_interval_pause_and_stop_on_exit() -> None:
 
 
 def test_the_one_history_is_the_samplers() -> None:
-    samplers: list[RecordingSampler] = []
-
-    def factory(
-        source: Source, cb: Callable[[Snapshot], None], interval_s: float
-    ) -> RecordingSampler:
-        samplers.append(RecordingSampler(source, cb, interval_s))
-        return samplers[-1]
-
-    app = make_app(FakeSource(), sampler_factory=factory, clock=lambda: 1009.5)
+    app, samplers = app_with_recording_sampler()
 
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
         await pilot.press("d")

@@ -21,5 +21,11 @@ class DriverMissing(DriverError):
     """
 
 
+class DriverTimeout(DriverError):
+    """The driver did not answer within the time a one-shot command allows (a call hung)."""
+
+    exit_code = 3
+
+
 class UsageError(GputopError):
     """Bad input on the command line: unknown field, unwritable file, bad PID."""

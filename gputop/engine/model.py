@@ -29,6 +29,8 @@ class GpuState(StrEnum):
     OK = "ok"
     LOST = "lost"  # fell off the bus (NVML_ERROR_GPU_IS_LOST)
     ERROR = "error"  # the handle could not be read at all for another reason
+    # The driver did not answer for this GPU in time (a call hung): no reading, see stale_s.
+    NOT_RESPONDING = "not-responding"
 
 
 class Unavailable(StrEnum):
@@ -98,7 +100,9 @@ class GpuSample:
 
     index: int
     state: GpuState = GpuState.OK
-    error: str | None = None  # why the GPU is LOST/ERROR, in words
+    error: str | None = None  # why the GPU is LOST/ERROR/NOT_RESPONDING, in words
+    # NOT_RESPONDING: seconds since the GPU was asked (or last answered) and gave nothing.
+    stale_s: float | None = field(default=None, compare=False)
     cuda_index: int | None = None  # index a CUDA program started from this shell would use
     uuid: str | None = None
     name: str | None = None
@@ -245,6 +249,10 @@ class Snapshot:
     unattributed_memory_bytes: tuple[tuple[int, int], ...] = ()  # (gpu index, bytes)
     holder_scan_note: str | None = None  # e.g. "not root: other users' files unreadable"
     stale_s: float | None = field(default=None, compare=False)  # set when this is an old reading
+    # What is wrong with the driver or the sampler, in one line, while it lasts (e.g. "DRIVER
+    # CRASHED (SIGSEGV in libnvidia-ml) — restarting", "nvmlDeviceGetPowerUsage (GPU 3) hung").
+    driver_note: str | None = field(default=None, compare=False)
+    sampler_restarts: int = field(default=0, compare=False)  # times the driver process restarted
 
     def gpu(self, index: int) -> GpuSample | None:
         """The GPU with this NVML index, if present."""

@@ -34,7 +34,7 @@ def read_within(source: Source, timeout_s: float) -> Snapshot:
     def read() -> None:
         try:
             box.append(source.snapshot())
-        except BaseException as exc:  # re-raised in the caller's thread
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             failure.append(exc)
 
     thread = threading.Thread(target=read, name="gputop-deadline", daemon=True)

@@ -29,6 +29,7 @@ from gputop.engine.model import (
     ProcState,
     Snapshot,
 )
+from gputop.engine.ourselves import is_ourselves
 from gputop.engine.procs import (
     ProcReader,
     is_namespace_init,
@@ -196,7 +197,7 @@ def _listed_by_pid(gpus: Iterable[GpuSample]) -> dict[int, list[GpuProcess]]:
 
 
 def _is_daemon(info: ProcInfo) -> bool:
-    return info.pid == os.getpid() or (info.name or "") in DAEMON_NAMES
+    return is_ourselves(info.pid) or (info.name or "") in DAEMON_NAMES
 
 
 SUSPECT_NOTE = (

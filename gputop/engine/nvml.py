@@ -187,6 +187,11 @@ class NvmlSource:
         return self._simulated
 
     @property
+    def system(self) -> SystemInfo:
+        """Host and driver facts (read at start)."""
+        return self._system
+
+    @property
     def dev_dir(self) -> str:
         """Where this box's /dev/nvidia* files are: /dev, or the simulated box's own folder."""
         return str(getattr(pynvml.nvmlLib, "dev_dir", "/dev"))
@@ -269,13 +274,24 @@ class NvmlSource:
         )
 
     # -- per tick -------------------------------------------------------------------------
-    def snapshot(self) -> Snapshot:
-        """Read every GPU once and return one immutable Snapshot."""
+    def identities(self) -> tuple[GpuSample, ...]:
+        """Each GPU's identity (index, UUID, name, bus id, ...) with no readings: read at start."""
+        return tuple(GpuSample(**self._identity(i)) for i in range(len(self._handles)))
+
+    def snapshot(self, progress: list[GpuSample] | None = None) -> Snapshot:
+        """Read every GPU once and return one immutable Snapshot.
+
+        With ``progress``, each GPU's sample is appended to it as soon as it is read: whoever
+        watches a slow reading (gputop.engine.child) can pass on the GPUs that did answer.
+        """
         with self._lock:
             self._seq += 1
             seq = self._seq
         wall, mono = time.time(), time.monotonic()
-        gpus = tuple(self._read_gpu(i) for i in range(len(self._handles)))
+        read: list[GpuSample] = [] if progress is None else progress
+        for i in range(len(self._handles)):
+            read.append(self._read_gpu(i))  # noqa: PERF401 - one at a time: see progress
+        gpus = tuple(read)
         if self._foreign_names:  # forget PIDs no longer listed (a PID number is reused)
             listed = {p.pid for g in gpus for p in g.processes}
             self._foreign_names = {
@@ -290,9 +306,9 @@ class NvmlSource:
             gpus=gpus,
         )
 
-    def _read_gpu(self, index: int) -> GpuSample:
+    def _identity(self, index: int) -> dict[str, Any]:
         st = self._static[index]
-        identity: dict[str, Any] = {
+        return {
             "index": index,
             "cuda_index": st.cuda_index,
             "uuid": st.uuid,
@@ -300,6 +316,10 @@ class NvmlSource:
             "pci_bus_id": st.pci_bus_id,
             "minor_number": st.minor_number,  # a lost GPU's users are found by its device file
         }
+
+    def _read_gpu(self, index: int) -> GpuSample:
+        st = self._static[index]
+        identity = self._identity(index)
         handle = self._handles[index]
         if handle is None:
             return self._unreadable(index, identity)

@@ -17,6 +17,7 @@ The holder scan (``/dev/nvidia*`` open files) runs on the ticker at the slower
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -25,8 +26,9 @@ from dataclasses import replace
 from gputop.engine.enrich import enrich as enrich_snapshot
 from gputop.engine.history import HISTORY_TICKS, History
 from gputop.engine.holders import HolderScan, scan_holders
-from gputop.engine.model import Snapshot
+from gputop.engine.model import Snapshot, SystemInfo
 from gputop.engine.procs import ProcReader
+from gputop.engine.sanitize import clean
 from gputop.engine.source import Source
 
 log = logging.getLogger(__name__)
@@ -113,8 +115,9 @@ class Sampler:
         self.interval_s = interval_s
         self.holder_interval_s = holder_interval_s
         self.paused = False
-        # The simulated demo keeps its device files in a folder of its own.
-        self.dev_dir: str = dev_dir or str(getattr(source, "dev_dir", "/dev"))
+        # The simulated demo keeps its device files in a folder of its own. Asked of the source
+        # on first use: a driver process may still be starting.
+        self._dev_dir = dev_dir
         self.on_snapshot = on_snapshot
         self.history = History(maxlen=history_len)
         self.errors = 0
@@ -127,6 +130,7 @@ class Sampler:
         self._holders: HolderScan | None = None
         self._holder_note_logged = False
         self._procs = ProcReader()
+        self._started_mono = time.monotonic()
         self._reader = _Reader(source, self._count_error)
         self._thread = threading.Thread(target=self._run, name="gputop-sampler", daemon=True)
 
@@ -142,6 +146,17 @@ class Sampler:
         self._interval_s = float(value)
 
     @property
+    def dev_dir(self) -> str:
+        """Where the holder scan looks for the box's /dev/nvidia* files."""
+        if self._dev_dir is None:
+            self._dev_dir = str(getattr(self._source, "dev_dir", "/dev"))
+        return self._dev_dir
+
+    @dev_dir.setter
+    def dev_dir(self, value: str) -> None:
+        self._dev_dir = value
+
+    @property
     def latest(self) -> Snapshot | None:
         """The last fresh snapshot, or None before the first one."""
         with self._lock:
@@ -155,6 +170,7 @@ class Sampler:
 
     def start(self) -> None:
         """Start sampling (the first snapshot is read at once)."""
+        self._started_mono = time.monotonic()
         self._reader.start()
         self._thread.start()
 
@@ -203,6 +219,8 @@ class Sampler:
             last = self.latest
             if last is not None:
                 self._emit(replace(last, stale_s=max(0.0, time.monotonic() - last.taken_at_mono)))
+            elif getattr(self._source, "driver_note", None) is not None:
+                self._emit(self._nothing_yet())
             return
         if self._enrich:
             fresh = enrich_snapshot(
@@ -213,6 +231,17 @@ class Sampler:
             self._latest = fresh
         self._emit(fresh)
 
+    def _nothing_yet(self) -> Snapshot:
+        """A snapshot with no GPUs, to carry the driver's trouble before any reading came."""
+        return Snapshot(
+            seq=0,
+            taken_at_wall=time.time() - (time.monotonic() - self._started_mono),
+            taken_at_mono=self._started_mono,
+            system=SystemInfo(hostname=clean(socket.gethostname())),
+            gpus=(),
+            stale_s=max(0.0, time.monotonic() - self._started_mono),
+        )
+
     def _due_holders(self) -> HolderScan:
         scan = self.holders
         if scan is None or time.monotonic() - scan.taken_at_mono >= self.holder_interval_s:
@@ -222,6 +251,12 @@ class Sampler:
     def _emit(self, snapshot: Snapshot) -> None:
         if self.on_snapshot is None:
             return
+        # A driver process (gputop.engine.isolated) says what is wrong with it and how often
+        # it was restarted; every snapshot carries that on, fresh or stale.
+        note = getattr(self._source, "driver_note", None)
+        restarts = getattr(self._source, "restarts", 0)
+        if note is not None or restarts:
+            snapshot = replace(snapshot, driver_note=note, sampler_restarts=restarts)
         try:
             self.on_snapshot(snapshot)
         except Exception as exc:  # the consumer's bug: report it, keep sampling

@@ -10,6 +10,9 @@ from gputop.engine.model import Snapshot
 from gputop.errors import DriverMissing
 
 DEMO_ENV = "GPUTOP_DEMO"  # set to a scenario name (or "1" for the demo) to use the simulated driver
+# Set to 1 to call the driver from gputop's own process (no driver process): for debugging and
+# for measuring what the isolation costs. A crash in libnvidia-ml then takes gputop down.
+IN_PROCESS_ENV = "GPUTOP_IN_PROCESS"
 
 
 class Source(Protocol):
@@ -36,21 +39,31 @@ def open_source(
     scenario: str | None = None,
     fallback_to_demo: bool = False,
     environ: dict[str, str] | None = None,
+    isolated: bool = False,
+    guard_terminal: bool = False,
 ) -> Source:
     """Open the real driver, or the simulated one when asked (or absent, with ``fallback_to_demo``).
 
     ``demo`` is a shipped scenario name; ``scenario`` a path to a scenario file. The fallback is
     only for a machine without the NVIDIA library: a driver that is there but fails (version
     mismatch, module not loaded, no permission) raises like any other.
+    With ``isolated`` the driver (real or simulated) runs in a process of its own
+    (gputop.engine.isolated) unless GPUTOP_IN_PROCESS=1; ``guard_terminal`` has that process
+    mend the terminal if gputop dies (the dashboard).
     Raises DriverError with a one-line message when the driver cannot be used.
     """
-    from gputop import sim  # local: keep `import gputop.engine.source` free of pynvml
-    from gputop.engine import nvml
-
     env = os.environ if environ is None else environ
     if demo is None and scenario is None and env.get(DEMO_ENV):
         value = env[DEMO_ENV]
         demo = "demo" if value in ("1", "true", "yes") else value
+    if isolated and env.get(IN_PROCESS_ENV) != "1":
+        from gputop.engine.isolated import DriverConfig, IsolatedSource
+
+        config = DriverConfig(demo=demo, scenario=scenario, fallback_to_demo=fallback_to_demo)
+        return IsolatedSource(config, guard_terminal=guard_terminal)
+    from gputop import sim  # local: keep `import gputop.engine.source` free of pynvml
+    from gputop.engine import nvml
+
     if demo is not None or scenario is not None:
         sim.install(sim.load_scenario(scenario or demo or "demo"), actors=True)
         return nvml.NvmlSource(environ=env, simulated=True)
@@ -88,10 +101,14 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def source_from_args(args: argparse.Namespace, *, fallback_to_demo: bool = False) -> Source:
-    """Open the source the parsed --demo/--scenario options ask for."""
+def source_from_args(
+    args: argparse.Namespace, *, fallback_to_demo: bool = False, guard_terminal: bool = False
+) -> Source:
+    """Open the source the parsed --demo/--scenario options ask for, in a driver process."""
     return open_source(
         demo=getattr(args, "demo", None),
         scenario=getattr(args, "scenario", None),
         fallback_to_demo=fallback_to_demo,
+        isolated=True,
+        guard_terminal=guard_terminal,
     )

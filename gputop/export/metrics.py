@@ -260,6 +260,22 @@ def lost_family(snapshot: Snapshot) -> Family:
     )
 
 
+def responding_family(snapshot: Snapshot) -> Family:
+    """1 for a GPU the driver answered for with readings, 0 for one it did not (any reason)."""
+    return Family(
+        name="gputop_gpu_responding",
+        kind=Kind.GAUGE,
+        help="1 when the driver answered for the GPU in the newest sample (its DCGM_FI_* series "
+        "are present), 0 when it did not: a driver call for it hung (not responding), it fell off "
+        "the bus (see gputop_gpu_lost) or it could not be read.",
+        label_names=("gpu",),
+        samples=tuple(
+            Sample(labels=(str(g.index),), value=float(g.state is GpuState.OK))
+            for g in snapshot.gpus
+        ),
+    )
+
+
 def info_family(snapshot: Snapshot | None, version: str) -> Family:
     """gputop_info: constant 1 with the versions and host as labels."""
     system = snapshot.system if snapshot is not None else None
@@ -289,13 +305,33 @@ def _single(name: str, kind: Kind, help_text: str, value: float) -> Family:
     )
 
 
+def sample_age_s(snapshot: Snapshot | None, now_mono: float, since_mono: float) -> float:
+    """Seconds since the newest fresh driver reading at ``now_mono`` (time.monotonic()).
+
+    The reading's own start (``taken_at_mono``), also for a stale re-send of it, whose ``stale_s``
+    says how old it was when re-sent; ``since_mono`` (the exporter's start) before the first one.
+    """
+    if snapshot is None:
+        return max(0.0, now_mono - since_mono)
+    return max(0.0, now_mono - snapshot.taken_at_mono, snapshot.stale_s or 0.0)
+
+
 def snapshot_families(
-    snapshot: Snapshot | None, *, age_s: float, sampler_errors: int, version: str
+    snapshot: Snapshot | None,
+    *,
+    age_s: float,
+    sampler_errors: int,
+    version: str,
+    sampler_restarts: int | None = None,
 ) -> list[Family]:
     """Every family for one scrape of ``snapshot`` (None: nothing sampled yet).
 
-    ``age_s`` is how old the newest good sample is; it grows while the driver hangs.
+    ``age_s`` is how old the newest good sample is (see :func:`sample_age_s`); it grows while
+    the driver hangs. ``sampler_restarts`` is how often the driver process was restarted, by
+    default the snapshot's count.
     """
+    if sampler_restarts is None:
+        sampler_restarts = snapshot.sampler_restarts if snapshot is not None else 0
     families = dcgm_families(snapshot) if snapshot is not None else []
     if snapshot is not None:
         families += [
@@ -303,6 +339,7 @@ def snapshot_families(
             stuck_family(snapshot),
             unattributed_family(snapshot),
             lost_family(snapshot),
+            responding_family(snapshot),
             _single(
                 "gputop_sample_duration_seconds",
                 Kind.GAUGE,
@@ -314,7 +351,8 @@ def snapshot_families(
         _single(
             "gputop_sample_age_seconds",
             Kind.GAUGE,
-            "Age of the newest good sample (in seconds); grows while the driver hangs.",
+            "Seconds since the newest fresh driver reading started, at scrape time; grows while "
+            "the driver hangs or its process restarts.",
             age_s,
         ),
         _single(
@@ -322,6 +360,13 @@ def snapshot_families(
             Kind.COUNTER,
             "Failed driver reads since the exporter started.",
             float(sampler_errors),
+        ),
+        _single(
+            "gputop_sampler_restarts",
+            Kind.COUNTER,
+            "Times the driver reader process was restarted after it died (e.g. a SIGSEGV in "
+            "libnvidia-ml) since the exporter started.",
+            float(sampler_restarts),
         ),
         info_family(snapshot, version),
     ]

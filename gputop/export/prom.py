@@ -19,7 +19,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from gputop.engine.model import Snapshot
 from gputop.errors import UsageError
-from gputop.export.metrics import Family, Kind, snapshot_families
+from gputop.export.metrics import Family, Kind, sample_age_s, snapshot_families
 from gputop.version import __version__
 
 TEXTFILE_NAME = "gputop.prom"
@@ -47,7 +47,11 @@ def to_prometheus(family: Family) -> Metric:
 class SnapshotCollector:
     """A prometheus_client Collector that renders the holder's last snapshot at scrape time.
 
-    Before the first snapshot the sample age counts from the collector's creation.
+    Before the first snapshot the sample age counts from the collector's creation. The driver
+    process restarts are the snapshot's ``sampler_restarts``, or the holder's own
+    ``sampler_restarts`` when it has one and it is higher (a holder whose ``latest`` is the last
+    fresh reading knows of restarts that no fresh reading carries yet); the counter never
+    goes down between scrapes.
     """
 
     def __init__(
@@ -59,17 +63,25 @@ class SnapshotCollector:
         self.holder = holder
         self._clock = clock
         self._started_mono = clock()
+        self._restarts = 0
+        self._lock = threading.Lock()
 
     def families(self) -> list[Family]:
         """The plain-data families one scrape would render."""
         holder = self.holder
         snapshot = holder.latest if holder is not None else None
-        since = snapshot.taken_at_mono if snapshot is not None else self._started_mono
         errors = int(getattr(holder, "errors", 0) or 0)
+        seen = max(
+            snapshot.sampler_restarts if snapshot is not None else 0,
+            int(getattr(holder, "sampler_restarts", 0) or 0),
+        )
+        with self._lock:  # scrapes run on several threads at once
+            self._restarts = restarts = max(self._restarts, seen)
         return snapshot_families(
             snapshot,
-            age_s=max(0.0, self._clock() - since),
+            age_s=sample_age_s(snapshot, self._clock(), self._started_mono),
             sampler_errors=errors,
+            sampler_restarts=restarts,
             version=__version__,
         )
 

@@ -13,11 +13,21 @@ class Clock(Protocol):
     def now(self) -> float: ...
 
 
-class ElapsedClock:
-    """Real time elapsed since construction (the default for --demo)."""
+# A driver process restarted mid-run sets this to the first one's start (time.monotonic()).
+ORIGIN_MONO: float | None = None
 
-    def __init__(self) -> None:
-        self._t0 = time.monotonic()
+
+class ElapsedClock:
+    """Real time elapsed since construction, or since ``origin_mono`` (the default for --demo).
+
+    A driver process restarted mid-run passes the first one's start so the scenario's timeline
+    (its load waves, faults and lost GPUs) goes on where it was rather than starting over.
+    """
+
+    def __init__(self, origin_mono: float | None = None) -> None:
+        if origin_mono is None:
+            origin_mono = time.monotonic() if ORIGIN_MONO is None else ORIGIN_MONO
+        self._t0 = origin_mono
 
     def now(self) -> float:
         return time.monotonic() - self._t0

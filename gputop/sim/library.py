@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ctypes
 import math
+import os
+import signal
 import threading
 import time
 from collections import Counter
@@ -33,7 +35,7 @@ from gputop.sim.answers import (
 )
 from gputop.sim.clock import Clock, ElapsedClock
 from gputop.sim.query_calls import QueryCalls
-from gputop.sim.scenario import Scenario, SimGpu, SimProcess, Wave
+from gputop.sim.scenario import CallFault, Scenario, SimGpu, SimProcess, Wave
 from gputop.units import MiB
 
 INIT_ERRORS = {
@@ -68,11 +70,17 @@ class _Fn:
         self._any_time = name in _ANY_TIME  # answered before init too, and never gated by a GPU
         self.restype: Any = None
 
+    @property
+    def __name__(self) -> str:  # as a ctypes function has: the C symbol
+        return self._name
+
     def __call__(self, *args: Any) -> Any:
         # The whole dispatch is inlined here: pynvml makes a couple of hundred calls a snapshot.
         lib, name = self._lib, self._name
         with lib._lock:
             lib.calls[name] += 1
+        if name in lib._faults:
+            lib._fault(name, args)
         if lib.blocked:
             gate = lib.blocked.get(name)
             if gate is not None:
@@ -134,6 +142,9 @@ class SimLibrary(QueryCalls):
     @scenario.setter
     def scenario(self, scenario: Scenario) -> None:
         self._scenario = scenario
+        self._faults: dict[str, tuple[CallFault, ...]] = {}
+        for fault in scenario.faults:
+            self._faults[fault.call] = (*self._faults.get(fault.call, ()), fault)
         # Worked out once rather than on every call, keyed by GPU object identity (comparing
         # the frozen dataclasses by value, as tuple.index did, cost more than the call itself).
         self._positions = {id(g): i for i, g in enumerate(scenario.gpus)}
@@ -170,6 +181,22 @@ class SimLibrary(QueryCalls):
                 self._handle_index.clear()
             self._handle_index[id(handle)] = (handle, index)
         return index
+
+    def _fault(self, name: str, args: tuple[Any, ...]) -> None:
+        """Hang or crash in call ``name`` if a scenario fault says so now."""
+        gpu: int | None = None
+        if args and isinstance(args[0], ctypes._Pointer):
+            gpu = self._index(args[0])
+        for fault in self._faults[name]:
+            if fault.gpu is not None and fault.gpu != gpu:
+                continue
+            if not fault.active(self.clock.now()):
+                continue
+            if fault.kind == "crash":
+                # What a broken libnvidia-ml does: the process dies in the call, no return.
+                os.kill(os.getpid(), signal.SIGSEGV)
+            while fault.until_s is None or self.clock.now() < fault.until_s:
+                time.sleep(0.02)  # a hang that ends when the scenario says the driver is back
 
     def now(self) -> float:
         """Scenario time in seconds."""

@@ -241,6 +241,30 @@ GPU_KEYS = {
 }
 
 
+FAULT_KINDS = ("hang", "crash")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallFault:
+    """A driver call that hangs or crashes the process, from ``after_s`` until ``until_s``.
+
+    ``hang``: the call blocks until scenario time ``until_s`` (forever without one), then answers
+    as usual. ``crash``: the call kills the calling process with SIGSEGV, as a broken
+    libnvidia-ml does. ``gpu`` limits it to one GPU's calls (any call, with or without a device,
+    when None).
+    """
+
+    call: str  # an NVML function name, e.g. "nvmlDeviceGetPowerUsage", "nvmlInitWithFlags"
+    kind: str  # one of FAULT_KINDS
+    gpu: int | None = None
+    after_s: float = 0.0
+    until_s: float | None = None
+
+    def active(self, t: float) -> bool:
+        """True at scenario time ``t``."""
+        return self.after_s <= t and (self.until_s is None or t < self.until_s)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Scenario:
     """A whole simulated box."""
@@ -255,11 +279,16 @@ class Scenario:
     init_error: str | None = None  # e.g. "driver_not_loaded", "lib_rm_version_mismatch"
     gpus: tuple[SimGpu, ...] = ()
     actors: tuple[ActorSpec, ...] = ()
+    faults: tuple[CallFault, ...] = ()  # [[fault]] tables: calls that hang or crash
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Scenario:
         """Build and validate a scenario from parsed TOML/JSON."""
-        top_keys = {*cls.__dataclass_fields__, "gpu", "actor"} - {"gpus", "actors"}
+        top_keys = {*cls.__dataclass_fields__, "gpu", "actor", "fault"} - {
+            "gpus",
+            "actors",
+            "faults",
+        }
         unknown = set(data) - top_keys
         if unknown:
             raise UsageError(f"scenario: unknown keys {sorted(unknown)}")
@@ -281,6 +310,7 @@ class Scenario:
             init_error=data.get("init_error"),
             gpus=tuple(gpus),
             actors=tuple(_actor_from_dict(a) for a in data.get("actor", [])),
+            faults=tuple(_fault_from_dict(f, len(gpus)) for f in data.get("fault", [])),
         )
 
 
@@ -374,6 +404,26 @@ def _process_from_dict(spec: dict[str, Any], where: str) -> SimProcess:
         actor=spec.get("actor"),
         start_s=float(spec.get("start_s", 0.0)),
         end_s=float(spec["end_s"]) if spec.get("end_s") is not None else None,
+    )
+
+
+def _fault_from_dict(spec: dict[str, Any], gpu_count: int) -> CallFault:
+    unknown = set(spec) - set(CallFault.__dataclass_fields__)
+    if unknown or "call" not in spec:
+        raise UsageError(f"scenario: fault: needs a call; unknown keys {sorted(unknown)}")
+    kind = str(spec.get("kind", "hang"))
+    if kind not in FAULT_KINDS:
+        raise UsageError(f"scenario: fault: kind must be one of {', '.join(FAULT_KINDS)}")
+    gpu = spec.get("gpu")
+    if gpu is not None and not 0 <= int(gpu) < gpu_count:
+        raise UsageError(f"scenario: fault: no gpu {gpu} (the scenario has {gpu_count})")
+    until = spec.get("until_s")
+    return CallFault(
+        call=str(spec["call"]),
+        kind=kind,
+        gpu=None if gpu is None else int(gpu),
+        after_s=float(spec.get("after_s", 0.0)),
+        until_s=None if until is None else float(until),
     )
 
 

@@ -34,10 +34,11 @@ SamplerFactory = Callable[[Source, Callable[[Snapshot], None], float], SamplerLi
 def default_sampler(
     source: Source, on_snapshot: Callable[[Snapshot], None], interval_s: float
 ) -> SamplerLike:
-    """The real sampler, scanning the source's device folder for holders."""
+    """The real sampler, scanning the source's device folder for holders (asked of the source
+    when first needed: a driver process may still be starting)."""
     from gputop.engine.sampler import Sampler
 
-    return Sampler(source, on_snapshot=on_snapshot, interval_s=interval_s, dev_dir=source.dev_dir)
+    return Sampler(source, on_snapshot=on_snapshot, interval_s=interval_s)
 
 
 def current_user() -> str:

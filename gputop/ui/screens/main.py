@@ -98,6 +98,7 @@ class MainScreen(Screen[None]):
             return
         self.snapshot = snap
         self.header.snapshot = snap
+        self.header.driver_note = snap.driver_note  # gone with the first snapshot without one
         self.grid.update_snapshot(snap, self.history)  # relayouts itself when GPUs come or go
         self.table.update_snapshot(snap)
         self._update_unattributed(snap)

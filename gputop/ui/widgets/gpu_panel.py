@@ -152,8 +152,7 @@ class GpuPanel(FramedLines, Widget, can_focus=True):
         if sample is None:
             return [Line(f"GPU {self.index}: waiting…")]
         if sample.state is not GpuState.OK:
-            state = sample.state.value.upper()
-            return [Line(f"GPU {sample.index} {state}: {sample.error or 'unreadable'}")]
+            return [Line(state_text(sample))]
         if self.density is Density.FULL:
             return self._full(sample, width)
         if self.density is Density.COMPACT:
@@ -330,6 +329,18 @@ class GpuPanel(FramedLines, Widget, can_focus=True):
         if s.throttle_reasons:
             line.append(" " + ",".join(s.throttle_reasons), self._style("warn"))
         return line
+
+
+def state_text(s: GpuSample) -> str:
+    """What a panel says instead of readings for a GPU that is not OK (none of them are read).
+
+    'GPU 1 LOST: GPU is lost', 'GPU 3 NOT RESPONDING for 4 s: nvmlDeviceGetPowerUsage hung'.
+    """
+    if s.state is GpuState.NOT_RESPONDING:
+        since = "" if s.stale_s is None else f" for {max(0.0, s.stale_s):.0f} s"  # as STALE n s
+        why = f": {s.error}" if s.error else ""
+        return f"GPU {s.index} NOT RESPONDING{since}{why}"
+    return f"GPU {s.index} {s.state.value.upper()}: {s.error or 'unreadable'}"
 
 
 def temp_level(s: GpuSample) -> Level:

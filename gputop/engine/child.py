@@ -1,0 +1,322 @@
+"""The driver process: the only gputop process that loads libnvidia-ml (or the simulated one).
+
+gputop starts it (gputop.engine.isolated) with three pipes: requests on stdin, replies on stdout,
+diagnostics on stderr (faulthandler's dump when the driver crashes it). The conversation:
+
+parent -> child                         child -> parent
+("start", config)                       ("hello", {"simulated", "dev_dir", "gpus", "pid"})
+                                        or ("error", kind, message): the driver cannot be used
+("read", seq)                           ("gpu", seq, GpuSample) as each GPU is read, then
+                                        ("snap", seq, Snapshot without gpus) or ("fail", seq, why)
+("probes", probes, explain)             (nothing: the next reads carry them)
+("bye",)                                (exits at once)
+                                        ("slow", seq, call, gpu, seconds): a call is taking long
+
+Three threads: the main one talks to the driver, one at a time, and may hang in it for ever;
+the *control* thread reads requests, so ``bye`` and the parent's death (end of file) are heard
+even then; the *watchdog* names the call the main thread is stuck in (from its stack).
+
+When gputop dies without saying bye (SIGKILL, a crash of its own), the control thread puts the
+terminal back as it was (the dashboard's alternate screen, mouse tracking, raw mode) and saves
+gputop's faulthandler dump, if any, to a file named in one line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import os
+import queue
+import signal
+import sys
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from gputop.engine.wire import Sender, WireError, receive
+
+SLOW_AFTER_S = 0.5  # a call running this long is reported (and again every WATCH_EVERY_S)
+WATCH_EVERY_S = 0.25
+
+# What Textual's driver turns on, turned off: mouse reporting (all modes), bracketed paste,
+# focus events, the kitty keyboard protocol; then the cursor, colours and the main screen.
+TERMINAL_RESET = (
+    "\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?1015l\x1b[?2004l\x1b[?1004l"
+    "\x1b[<u\x1b[?25h\x1b[0m\x1b[?1049l"
+)
+
+
+def current_call(frame: FrameType | None) -> str | None:
+    """The NVML function the thread whose innermost frame is ``frame`` is inside, if any.
+
+    A C function of the driver is called through a local named ``fn`` (pynvml's own functions
+    and gputop's direct calls) or is the simulated library's callable itself (``self``); both
+    carry the C symbol's name. Otherwise the outermost pynvml frame of the innermost run.
+    """
+    pynvml_name: str | None = None
+    while frame is not None:
+        local = frame.f_locals
+        for key in ("fn", "self"):
+            name = getattr(local.get(key), "__name__", None)
+            if isinstance(name, str) and name.startswith("nvml"):
+                return name
+        if frame.f_code.co_filename.endswith("pynvml.py"):
+            pynvml_name = frame.f_code.co_name
+        elif pynvml_name is not None:
+            break
+        frame = frame.f_back
+    return pynvml_name
+
+
+def current_gpu(frame: FrameType | None) -> int | None:
+    """The GPU index the driver layer is reading (its ``_read_gpu(index)`` frame), if any."""
+    while frame is not None:
+        if frame.f_code.co_name == "_read_gpu":
+            index = frame.f_locals.get("index")
+            return index if isinstance(index, int) else None
+        frame = frame.f_back
+    return None
+
+
+class _Child:
+    def __init__(self, sender: Sender, config: dict[str, Any]) -> None:
+        self.sender = sender
+        self.config = config
+        self.requests: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
+        self.main_ident = threading.get_ident()
+        self._lock = threading.Lock()
+        self._busy: tuple[int, float] | None = None  # (seq, since) while the driver is called
+        self._exiting = False
+
+    # -- threads ----------------------------------------------------------------------------
+    def control(self) -> None:
+        """Pass requests on to the main thread; exit on ``bye`` or when gputop is gone."""
+        while True:
+            try:
+                message = receive(0)
+            except (OSError, WireError):
+                message = None
+            if message is None:
+                self.leave(clean=False)
+            elif message[0] == "bye":
+                self.leave(clean=True)
+            else:
+                self.requests.put(message)
+
+    def watchdog(self) -> None:
+        """Say which call the main thread is stuck in, while it is stuck."""
+        while True:
+            time.sleep(WATCH_EVERY_S)
+            with self._lock:
+                busy = self._busy
+            if busy is None:
+                continue
+            seq, since = busy
+            elapsed = time.monotonic() - since
+            if elapsed < SLOW_AFTER_S:
+                continue
+            frame = sys._current_frames().get(self.main_ident)
+            try:
+                self.sender.send(("slow", seq, current_call(frame), current_gpu(frame), elapsed))
+            except OSError:
+                return
+            del frame
+
+    # -- the driver ---------------------------------------------------------------------------
+    def run(self) -> None:
+        for target in (self.control, self.watchdog):
+            threading.Thread(target=target, daemon=True, name=f"gputop-{target.__name__}").start()
+        source = self._open()
+        if source is None:
+            return
+        while True:
+            message = self.requests.get()
+            if message[0] == "read":
+                self._read(source, int(message[1]))
+            elif message[0] == "probes":
+                request = getattr(source, "request_probes", None)
+                if request is not None:
+                    request(message[1], message[2])
+
+    def _open(self) -> Any:
+        from gputop.engine.source import open_source
+        from gputop.errors import DriverError, DriverMissing, GputopError
+
+        config = self.config
+        self._set_busy(0)
+        try:
+            if config.get("clock_origin_mono") is not None:
+                _continue_scenario_clock(float(config["clock_origin_mono"]))
+            source = open_source(
+                demo=config.get("demo"),
+                scenario=config.get("scenario"),
+                fallback_to_demo=bool(config.get("fallback_to_demo")),
+            )
+        except GputopError as exc:
+            kind = (
+                "DriverMissing"
+                if isinstance(exc, DriverMissing)
+                else "DriverError"
+                if isinstance(exc, DriverError)
+                else "UsageError"
+            )
+            self._send(("error", kind, str(exc)))
+            return None
+        finally:
+            self._set_busy(None)
+        identities = getattr(source, "identities", None)
+        self._send(
+            (
+                "hello",
+                {
+                    "simulated": source.simulated,
+                    "dev_dir": source.dev_dir,
+                    "system": getattr(source, "system", None),
+                    "gpus": identities() if identities is not None else (),
+                    "pid": os.getpid(),
+                },
+            )
+        )
+        return source
+
+    def _read(self, source: Any, seq: int) -> None:
+        progress = _Progress(self, seq)
+        self._set_busy(seq)
+        try:
+            snapshot = source.snapshot(progress=progress)
+        except Exception as exc:  # noqa: BLE001 - the driver layer's failure: report it, serve on
+            self._send(("fail", seq, f"{type(exc).__name__}: {exc}"))
+            return
+        finally:
+            self._set_busy(None)
+        self._send(("snap", seq, replace(snapshot, gpus=())))
+
+    def _set_busy(self, seq: int | None) -> None:
+        with self._lock:
+            self._busy = None if seq is None else (seq, time.monotonic())
+
+    def _send(self, message: tuple[Any, ...]) -> None:
+        try:
+            self.sender.send(message)
+        except OSError:
+            self.leave(clean=False)
+
+    # -- the end ------------------------------------------------------------------------------
+    def leave(self, *, clean: bool) -> None:
+        """Exit now; without a clean goodbye, first mend the terminal gputop left behind."""
+        with self._lock:
+            if self._exiting:
+                return
+            self._exiting = True
+        if not clean:
+            with contextlib.suppress(Exception):
+                _mend_terminal(self.config)
+        with contextlib.suppress(Exception):
+            _stop_demo_processes()
+        os._exit(0)
+
+
+class _Progress(list[Any]):
+    """The list NvmlSource.snapshot appends each GPU to: each is sent on as it comes."""
+
+    def __init__(self, child: _Child, seq: int) -> None:
+        super().__init__()
+        self._child, self._seq = child, seq
+
+    def append(self, sample: Any) -> None:
+        super().append(sample)
+        self._child._send(("gpu", self._seq, sample))
+
+
+def _continue_scenario_clock(origin_mono: float) -> None:
+    """Make the simulated driver's clock count from the first driver process's start."""
+    from gputop.sim import clock
+
+    clock.ORIGIN_MONO = origin_mono
+
+
+def _stop_demo_processes() -> None:
+    from gputop import sim
+
+    lib = sim.active()
+    if lib is not None and lib.cast is not None:
+        lib.cast.stop()
+
+
+def _mend_terminal(config: dict[str, Any]) -> None:
+    fd = config.get("guard_fd")
+    if fd is None:
+        return
+    attrs = config.get("termios")
+    if attrs is not None:
+        import termios
+
+        with contextlib.suppress(termios.error, OSError):
+            termios.tcsetattr(fd, termios.TCSANOW, attrs)
+    with contextlib.suppress(OSError):
+        os.write(fd, TERMINAL_RESET.encode())
+    line = "gputop ended without closing the dashboard; the terminal was put back."
+    report = _read_all(config.get("fault_fd"))
+    if report:
+        first = report.strip().splitlines()[0] if report.strip() else "a crash"
+        path = _save_report(report)
+        where = f"the report is in {path}" if path else "the report could not be saved"
+        line = f"gputop crashed ({first.removeprefix('Fatal Python error: ')}); {where}."
+    with contextlib.suppress(OSError):
+        os.write(fd, (line + "\r\n").encode("utf-8", "replace"))
+
+
+def _read_all(fd: int | None) -> str:
+    if fd is None:
+        return ""
+    chunks: list[bytes] = []
+    with contextlib.suppress(OSError):
+        os.set_blocking(fd, False)
+        while len(chunks) < 64:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def _save_report(text: str) -> str | None:
+    """Write gputop's crash dump under the user's state folder (or the temp folder)."""
+    name = time.strftime("crash-%Y%m%d-%H%M%S") + f"-{os.getppid()}.txt"
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    import tempfile
+
+    for folder in (Path(state) / "gputop", Path(tempfile.gettempdir())):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / name
+            path.write_text(text, encoding="utf-8")
+            return str(path)
+        except OSError:
+            continue
+    return None
+
+
+def main() -> None:
+    """Serve the driver to the gputop process that started this one (see the module docstring)."""
+    replies = os.dup(1)
+    os.dup2(2, 1)  # a stray print() must never land in the message stream
+    faulthandler.enable(file=sys.stderr)
+    # Ctrl-C and Ctrl-Z are for gputop, which ends this process itself; the terminal guard
+    # may have to set the terminal's modes from the background.
+    for number in (signal.SIGINT, signal.SIGTSTP, signal.SIGTTOU):
+        signal.signal(number, signal.SIG_IGN)
+    try:
+        first = receive(0)
+    except (OSError, WireError):
+        first = None
+    if first is None or first[0] != "start":
+        os._exit(0)
+    _Child(Sender(replies), dict(first[1])).run()
+
+
+if __name__ == "__main__":
+    main()

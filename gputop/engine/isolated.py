@@ -1,0 +1,491 @@
+"""The driver in a process of its own: a Source whose NVML calls cannot take gputop down.
+
+DCGM keeps the driver in its host engine for the same reason: after an Xid error NVML calls
+hang for minutes, and a broken install crashes inside libnvidia-ml. Here the driver process
+(gputop.engine.child) makes every NVML call; gputop, its dashboard, the kill path and the
+exporter only read the snapshots it sends over a pipe.
+
+* It crashed: ``snapshot()`` raises DriverCrashed and ``driver_note`` says
+  ``DRIVER CRASHED (SIGSEGV in libnvidia-ml: nvmlDeviceGetPowerUsage) — restarting``; the next
+  call after a backoff (0.5 s, doubling to 30 s, reset by a good reading) starts a new one.
+* It hangs: ``snapshot()`` waits (the sampler re-sends the last reading as stale meanwhile) and
+  ``driver_note`` names the call; ``snapshot_within(timeout_s)`` returns what it has when the
+  time is up, each GPU that did not answer in state NOT_RESPONDING.
+* ``close()`` says goodbye and gives the process a moment to stop the demo's processes, then
+  kills it; it never waits for it (a process stuck in the kernel is the kernel's business).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import faulthandler
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from typing import IO, Any
+
+import gputop
+from gputop.engine.crash import describe_exit
+from gputop.engine.model import GpuSample, GpuState, Snapshot, SystemInfo
+from gputop.engine.ourselves import add_helper, drop_helper
+from gputop.engine.sanitize import clean
+from gputop.engine.wire import Sender, WireError, receive
+from gputop.errors import DriverError, DriverMissing, DriverTimeout, UsageError
+
+BACKOFF_FIRST_S = 0.5
+BACKOFF_MAX_S = 30.0
+GOODBYE_GRACE_S = 0.3  # for the demo's processes to be stopped; a real driver process exits at once
+SLOW_NOTE_AFTER_S = 0.5  # a reading in flight this long is named in driver_note
+_STDERR_KEEP = 64 * 1024
+
+# argv of the driver process: ours alone (no user input); -P keeps the working directory off
+# sys.path, so a folder named gputop there cannot stand in for this installation.
+_BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from gputop.engine.child import main; main()"
+
+
+class DriverCrashed(DriverError):
+    """The driver process died (a crash in libnvidia-ml, or killed) and is not back yet."""
+
+    exit_code = 3
+
+
+@dataclass(frozen=True, slots=True)
+class DriverConfig:
+    """What the driver process opens: the real driver, or a simulated box."""
+
+    demo: str | None = None
+    scenario: str | None = None
+    fallback_to_demo: bool = False
+
+
+@dataclass(slots=True, eq=False)
+class _Process:
+    """One driver process and everything it has said."""
+
+    proc: subprocess.Popen[bytes]
+    sender: Sender
+    started_mono: float
+    hello: dict[str, Any] | None = None
+    error: tuple[str, str] | None = None
+    death: str | None = None  # why it ended, in words; set once it has
+    gpus: dict[int, list[GpuSample]] = field(default_factory=dict)  # seq -> GPUs read so far
+    results: dict[int, Snapshot | str] = field(default_factory=dict)  # seq -> reading or failure
+    slow: dict[int, tuple[str | None, int | None, float]] = field(default_factory=dict)
+    stderr_tail: collections.deque[bytes] = field(
+        default_factory=lambda: collections.deque(maxlen=64)
+    )
+    stderr_done: threading.Event = field(default_factory=threading.Event)
+    buried: threading.Event = field(default_factory=threading.Event)  # collected, death known
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+
+class IsolatedSource:
+    """A Source served by a driver process of its own; see the module docstring.
+
+    ``guard_terminal`` (the dashboard): if gputop itself dies without closing, the driver
+    process puts the terminal back and saves gputop's faulthandler dump to a file.
+    ``clock`` is for tests: time.monotonic by default.
+    """
+
+    def __init__(self, config: DriverConfig, *, guard_terminal: bool = False) -> None:
+        self.config = config
+        self.restarts = 0
+        self._cond = threading.Condition()
+        self._closed = False
+        self._seq = 0
+        self._inflight: tuple[int, float, float] | None = None  # seq, mono, wall of the request
+        self._probes: tuple[Any, Any] | None = None
+        self._crashes_in_row = 0
+        self._next_start = 0.0
+        self._crash_note: str | None = None
+        self._last_hello: dict[str, Any] | None = None
+        self._clock_origin = time.monotonic()
+        self._guard: dict[str, Any] = {}
+        self._fault_file: IO[bytes] | None = None
+        if guard_terminal:
+            self._arm_guard()
+        self._proc: _Process | None = None
+        self._proc = self._spawn()
+
+    # -- the Source interface -----------------------------------------------------------------
+    @property
+    def simulated(self) -> bool:
+        """True when the driver process serves a simulated box."""
+        return bool(self._hello().get("simulated"))
+
+    @property
+    def dev_dir(self) -> str:
+        """The folder of the box's /dev/nvidia* files (the demo has its own)."""
+        return str(self._hello().get("dev_dir") or "/dev")
+
+    @property
+    def driver_note(self) -> str | None:
+        """What is wrong with the driver right now, in one line; None when all is well."""
+        with self._cond:
+            if self._crash_note is not None:
+                return self._crash_note
+            proc, inflight = self._proc, self._inflight
+            now = time.monotonic()
+            if proc is None:
+                return None
+            if proc.hello is None and proc.error is None:
+                waited = now - proc.started_mono
+                if waited < SLOW_NOTE_AFTER_S:
+                    return None
+                slow = proc.slow.get(0)
+                call = slow[0] if slow and slow[0] else "the driver"
+                return f"waiting for the driver: {call} not answering for {waited:.0f} s"
+            if inflight is None or now - inflight[1] < SLOW_NOTE_AFTER_S:
+                return None
+            return _slow_note(proc.slow.get(inflight[0]), now - inflight[1], "not answering for")
+
+    def wait_ready(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for the driver to be open; False if it is not yet.
+
+        Raises what opening it raised: DriverMissing, DriverError, UsageError (a bad scenario).
+        """
+        proc = self._running()
+        return self._await_hello(proc, time.monotonic() + timeout_s)
+
+    def snapshot(self) -> Snapshot:
+        """The next reading; blocks while the driver hangs. DriverCrashed if the process died."""
+        proc = self._running()
+        self._await_hello(proc, None)
+        seq = self._begin_read(proc)
+        with self._cond:
+            self._cond.wait_for(lambda: seq in proc.results or proc.death is not None)
+            return self._take(proc, seq)
+
+    def snapshot_within(self, timeout_s: float) -> Snapshot:
+        """A reading within ``timeout_s``: what answered, and NOT_RESPONDING for what did not.
+
+        Raises DriverTimeout (or DriverCrashed) only when nothing is known, not even the GPUs.
+        """
+        deadline = time.monotonic() + timeout_s
+        try:
+            proc = self._running()
+        except DriverCrashed:
+            return self._silent_box(None, timeout_s)
+        if not self._await_hello(proc, deadline):
+            if proc.death is not None:
+                return self._silent_box(None, timeout_s)
+            slow = proc.slow.get(0)
+            what = f" ({slow[0]} did not return)" if slow and slow[0] else ""
+            raise DriverTimeout(f"the NVIDIA driver did not answer within {timeout_s:g} s{what}")
+        seq = self._begin_read(proc)
+        with self._cond:
+            self._cond.wait_for(
+                lambda: seq in proc.results or proc.death is not None,
+                max(0.0, deadline - time.monotonic()),
+            )
+            if seq in proc.results:
+                try:
+                    return self._take(proc, seq)
+                except DriverError:
+                    if self._last_hello is None:
+                        raise
+                    return self._silent_box(seq, timeout_s)
+        return self._silent_box(seq, timeout_s)
+
+    def request_probes(self, probes: Any, explain: Any = ()) -> None:
+        """Have the driver read these extra fields from the next reading on (``gputop query``)."""
+        self._probes = (tuple(probes), tuple(explain))
+        proc = self._proc
+        if proc is not None and proc.death is None:
+            self._send(proc, ("probes", *self._probes))
+
+    def close(self) -> None:
+        """Stop the driver process without waiting for it (see the module docstring)."""
+        with self._cond:
+            self._closed = True
+            proc = self._proc
+            self._cond.notify_all()
+        if proc is not None:
+            _goodbye(proc)
+        if self._fault_file is not None:
+            # A crash from here on is no longer the guard's to report: the default again.
+            with contextlib.suppress(Exception):
+                faulthandler.disable()
+            self._fault_file = None
+
+    @property
+    def pid(self) -> int | None:
+        """The running driver process's PID (tests, diagnostics)."""
+        proc = self._proc
+        return proc.pid if proc is not None and proc.death is None else None
+
+    # -- the driver process -------------------------------------------------------------------
+    def _running(self) -> _Process:
+        """The live driver process, started anew after a crash once the backoff has passed."""
+        with self._cond:
+            if self._closed:
+                raise DriverError("the driver source is closed")
+            proc = self._proc
+            if proc is not None and proc.death is None:
+                return proc
+            wait = self._next_start - time.monotonic()
+            if wait > 0:
+                raise DriverCrashed(self._crash_note or "the driver process has ended")
+            self.restarts += 1
+        proc = self._spawn()
+        with self._cond:
+            self._proc = proc
+        return proc
+
+    def _spawn(self) -> _Process:
+        config = {
+            "demo": self.config.demo,
+            "scenario": self.config.scenario,
+            "fallback_to_demo": self.config.fallback_to_demo,
+            "clock_origin_mono": self._clock_origin,
+            **self._guard,
+        }
+        here = os.path.dirname(os.path.dirname(os.path.abspath(gputop.__file__)))
+        passed = tuple(fd for key in ("guard_fd", "fault_fd") if (fd := self._guard.get(key)))
+        try:
+            popen = subprocess.Popen(  # argv is ours alone, never user input
+                [sys.executable, "-P", "-c", _BOOT, here],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                pass_fds=passed,
+                # Its own process group: Ctrl-C and a closed terminal are gputop's to handle.
+                process_group=0,
+            )
+        except OSError as exc:
+            raise DriverError(f"cannot start the driver process: {exc.strerror or exc}") from None
+        assert popen.stdin is not None and popen.stdout is not None and popen.stderr is not None
+        proc = _Process(popen, Sender(popen.stdin.fileno()), time.monotonic())
+        add_helper(proc.pid)
+        self._send(proc, ("start", config))
+        if self._probes is not None:
+            self._send(proc, ("probes", *self._probes))
+        for target, name in ((self._listen, "gputop-driver-listen"), (_drain, "gputop-driver-err")):
+            threading.Thread(target=target, args=(proc,), name=name, daemon=True).start()
+        return proc
+
+    def _send(self, proc: _Process, message: tuple[Any, ...]) -> None:
+        with contextlib.suppress(OSError):  # a dead process: its listener reports the death
+            proc.sender.send(message)
+
+    def _listen(self, proc: _Process) -> None:
+        """Take in everything the driver process says, until it ends."""
+        assert proc.proc.stdout is not None
+        fd = proc.proc.stdout.fileno()
+        while True:
+            try:
+                message = receive(fd)
+            except (OSError, WireError):
+                message = None
+            if message is None:
+                break
+            with self._cond:
+                self._take_in(proc, message)
+                self._cond.notify_all()
+        self._buried(proc)
+
+    def _take_in(self, proc: _Process, message: tuple[Any, ...]) -> None:
+        kind = message[0]
+        if kind == "gpu":
+            proc.gpus.setdefault(message[1], []).append(message[2])
+        elif kind == "snap":
+            seq, shell = message[1], message[2]
+            proc.results[seq] = replace(shell, seq=seq, gpus=tuple(proc.gpus.pop(seq, ())))
+        elif kind == "fail":
+            proc.gpus.pop(message[1], None)
+            proc.results[message[1]] = clean(str(message[2]))
+        elif kind == "slow":
+            proc.slow[message[1]] = (message[2], message[3], message[4])
+        elif kind == "hello":
+            proc.hello = dict(message[1])
+            self._last_hello = proc.hello
+        elif kind == "error":
+            proc.error = (str(message[1]), clean(str(message[2])))
+
+    def _buried(self, proc: _Process) -> None:
+        """The driver process's pipe closed: collect it and say why it ended."""
+        try:
+            returncode = proc.proc.wait(timeout=2.0)
+        except subprocess.TimeoutExpired:
+            proc.proc.kill()
+            returncode = proc.proc.wait()  # killed: SIGKILL ends even a process that hung
+        proc.stderr_done.wait(0.5)
+        drop_helper(proc.pid)
+        why = describe_exit(returncode, b"".join(proc.stderr_tail).decode("utf-8", "replace"))
+        with self._cond:
+            proc.death = clean(why)
+            if self._proc is proc and not self._closed and proc.error is None:
+                self._crashes_in_row += 1
+                delay = min(BACKOFF_FIRST_S * 2 ** (self._crashes_in_row - 1), BACKOFF_MAX_S)
+                self._next_start = time.monotonic() + delay
+                self._crash_note = f"DRIVER CRASHED ({proc.death}) — restarting"
+                self._inflight = None
+            self._cond.notify_all()
+        proc.buried.set()
+
+    def _hello(self) -> dict[str, Any]:
+        proc = self._proc
+        if proc is not None:
+            with contextlib.suppress(DriverError):
+                self._await_hello(proc, None)
+        return self._last_hello or {}
+
+    def _await_hello(self, proc: _Process, deadline: float | None) -> bool:
+        """Wait for the driver process to open the driver; False at the deadline.
+
+        Raises the driver's own error (DriverMissing, DriverError, UsageError for a bad
+        scenario) when it could not open it, DriverCrashed when it died trying.
+        """
+        with self._cond:
+            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            self._cond.wait_for(
+                lambda: proc.hello is not None or proc.error is not None or proc.death is not None,
+                timeout,
+            )
+            if proc.error is not None:
+                kind, message = proc.error
+                raise {"DriverMissing": DriverMissing, "UsageError": UsageError}.get(
+                    kind, DriverError
+                )(message)
+            if proc.hello is not None:
+                return True
+            if proc.death is not None:
+                raise DriverCrashed(f"the NVIDIA driver crashed ({proc.death})")
+            return False
+
+    def _begin_read(self, proc: _Process) -> int:
+        """Ask for a reading unless one is in flight; returns the one to wait for."""
+        with self._cond:
+            inflight = self._inflight
+            if inflight is not None and inflight[0] not in proc.results and proc.death is None:
+                return inflight[0]
+            self._seq += 1
+            self._inflight = (self._seq, time.monotonic(), time.time())
+            seq = self._seq
+        self._send(proc, ("read", seq))
+        return seq
+
+    def _take(self, proc: _Process, seq: int) -> Snapshot:
+        """The finished reading ``seq`` (called with the lock held)."""
+        if seq not in proc.results:
+            raise DriverCrashed(self._crash_note or f"the NVIDIA driver crashed ({proc.death})")
+        result = proc.results.pop(seq)
+        proc.slow.pop(seq, None)
+        if self._inflight is not None and self._inflight[0] == seq:
+            self._inflight = None
+        if isinstance(result, str):
+            raise DriverError(result)
+        self._crashes_in_row = 0
+        self._crash_note = None
+        return result
+
+    def _silent_box(self, seq: int | None, timeout_s: float) -> Snapshot:
+        """What ``snapshot_within`` gives when time is up: the GPUs that answered, and the rest
+        NOT_RESPONDING. Raises when not even the GPUs are known (the driver never opened)."""
+        with self._cond:
+            hello = self._last_hello
+            proc, inflight = self._proc, self._inflight
+            if hello is None:
+                why = self._crash_note or "the NVIDIA driver did not answer"
+                raise DriverCrashed(why)
+            now, wall = time.monotonic(), time.time()
+            started, started_wall = now - timeout_s, wall - timeout_s
+            answered: list[GpuSample] = []
+            slow = None
+            if proc is not None and seq is not None and inflight is not None:
+                started, started_wall = inflight[1], inflight[2]
+                answered = list(proc.gpus.get(seq, ()))
+                slow = proc.slow.get(seq)
+            crash = self._crash_note
+        waited = now - started
+        by_index = {g.index: g for g in answered}
+        call, stuck_gpu = (slow[0], slow[1]) if slow else (None, None)
+        gpus = []
+        for identity in hello.get("gpus", ()):
+            got = by_index.get(identity.index)
+            if got is not None:
+                gpus.append(got)
+                continue
+            if crash is not None:
+                error = crash
+            elif identity.index == stuck_gpu and call:
+                error = f"{call} did not return"
+            elif stuck_gpu is not None:
+                error = f"not read: the driver is stuck on GPU {stuck_gpu}"
+            else:
+                error = f"{call} did not return" if call else "no answer"
+            gpus.append(
+                replace(identity, state=GpuState.NOT_RESPONDING, error=error, stale_s=waited)
+            )
+        note = crash or _slow_note(slow, timeout_s, "did not return within")
+        system = hello.get("system") or SystemInfo(hostname="")
+        return Snapshot(
+            seq=seq or 0,
+            taken_at_wall=started_wall,
+            taken_at_mono=started,
+            system=system,
+            gpus=tuple(gpus),
+            driver_note=note,
+            sampler_restarts=self.restarts,
+        )
+
+    # -- the terminal guard -------------------------------------------------------------------
+    def _arm_guard(self) -> None:
+        """Give the driver process what it needs to mend the terminal if gputop dies."""
+        import termios
+
+        if not os.isatty(2):
+            return
+        tty = os.dup(2)
+        try:
+            attrs = termios.tcgetattr(tty)
+        except termios.error:
+            os.close(tty)
+            return
+        read_end, write_end = os.pipe()
+        self._fault_file = os.fdopen(write_end, "wb", buffering=0)
+        faulthandler.enable(file=self._fault_file)
+        self._guard = {"guard_fd": tty, "termios": attrs, "fault_fd": read_end}
+
+
+def _slow_note(slow: tuple[str | None, int | None, float] | None, seconds: float, verb: str) -> str:
+    call, gpu = (slow[0], slow[1]) if slow else (None, None)
+    where = f" (GPU {gpu})" if gpu is not None else ""
+    if call:
+        return f"{call}{where} {verb} {seconds:.0f} s"
+    return f"the NVIDIA driver{where} {verb} {seconds:.0f} s"
+
+
+def _drain(proc: _Process) -> None:
+    """Keep the last part of what the driver process writes on stderr (its crash dump)."""
+    assert proc.proc.stderr is not None
+    fd = proc.proc.stderr.fileno()
+    kept = 0
+    try:
+        while chunk := os.read(fd, 8192):
+            proc.stderr_tail.append(chunk)
+            kept += len(chunk)
+            while kept > _STDERR_KEEP and len(proc.stderr_tail) > 1:
+                kept -= len(proc.stderr_tail.popleft())
+    except OSError:
+        pass
+    finally:
+        proc.stderr_done.set()
+
+
+def _goodbye(proc: _Process) -> None:
+    """Ask the driver process to leave, give it a moment, then kill it; never wait longer."""
+    if proc.death is not None:
+        return
+    with contextlib.suppress(OSError):
+        proc.sender.send(("bye",))
+    if not proc.buried.wait(GOODBYE_GRACE_S):
+        with contextlib.suppress(OSError):
+            proc.proc.kill()

@@ -1,0 +1,70 @@
+"""Messages between gputop and its driver process: length-prefixed pickles on a pipe.
+
+Both ends are gputop's own code from the same installation, started by the same user, so pickle
+carries the engine's dataclasses as they are (no schema to keep in step). A message is a tuple
+whose first item names it; see gputop.engine.child for the conversation.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import struct
+import threading
+from typing import Any
+
+_LENGTH = struct.Struct("!I")
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # a snapshot is tens of KiB; more means a broken stream
+
+
+class WireError(Exception):
+    """The other end sent something that is not a message (or too large to be one)."""
+
+
+class Sender:
+    """Writes whole messages to a file descriptor; several threads may share one."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._lock = threading.Lock()
+
+    def send(self, message: tuple[Any, ...]) -> None:
+        """Write one message; raises OSError (BrokenPipeError) when the reader is gone."""
+        body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        data = memoryview(_LENGTH.pack(len(body)) + body)
+        with self._lock:
+            while data:
+                written = os.write(self.fd, data)
+                data = data[written:]
+
+
+def receive(fd: int) -> tuple[Any, ...] | None:
+    """Read one message from ``fd``; None at end of file (the writer has gone)."""
+    head = _read_exactly(fd, _LENGTH.size)
+    if head is None:
+        return None
+    (length,) = _LENGTH.unpack(head)
+    if length > MAX_MESSAGE_BYTES:
+        raise WireError(f"message of {length} bytes")
+    body = _read_exactly(fd, length)
+    if body is None:
+        return None
+    try:
+        message = pickle.loads(body)
+    except Exception as exc:  # noqa: BLE001 - a truncated or foreign stream: no message
+        raise WireError(f"unreadable message: {type(exc).__name__}") from None
+    if not isinstance(message, tuple) or not message:
+        raise WireError("not a message")
+    return message
+
+
+def _read_exactly(fd: int, size: int) -> bytes | None:
+    parts: list[bytes] = []
+    left = size
+    while left:
+        chunk = os.read(fd, left)
+        if not chunk:
+            return None
+        parts.append(chunk)
+        left -= len(chunk)
+    return b"".join(parts)

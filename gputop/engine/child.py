@@ -6,11 +6,15 @@ diagnostics on stderr (faulthandler's dump when the driver crashes it). The conv
 parent -> child                         child -> parent
 ("start", config)                       ("hello", {"simulated", "dev_dir", "gpus", "pid"})
                                         or ("error", kind, message): the driver cannot be used
-("read", seq)                           ("gpu", seq, GpuSample) as each GPU is read, then
-                                        ("snap", seq, Snapshot without gpus) or ("fail", seq, why)
+("read", seq)                           ("snap", seq, Snapshot) or ("fail", seq, why); while
+                                        a reading is slow, ("gpu", seq, GpuSample) for each GPU
+                                        that has answered
 ("probes", probes, explain)             (nothing: the next reads carry them)
 ("bye",)                                (exits at once)
                                         ("slow", seq, call, gpu, seconds): a call is taking long
+
+A reading normally goes over in one message; only a slow one is sent GPU by GPU, so that a
+one-shot whose time is up can show the GPUs that did answer.
 
 Three threads: the main one talks to the driver, one at a time, and may hang in it for ever;
 the *control* thread reads requests, so ``bye`` and the parent's death (end of file) are heard
@@ -42,10 +46,11 @@ SLOW_AFTER_S = 0.5  # a call running this long is reported (and again every WATC
 WATCH_EVERY_S = 0.25
 
 # What Textual's driver turns on, turned off: mouse reporting (all modes), bracketed paste,
-# focus events, the kitty keyboard protocol; then the cursor, colours and the main screen.
+# focus events, the kitty keyboard protocol; then line wrapping, the cursor, colours and the
+# main screen.
 TERMINAL_RESET = (
     "\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?1015l\x1b[?2004l\x1b[?1004l"
-    "\x1b[<u\x1b[?25h\x1b[0m\x1b[?1049l"
+    "\x1b[<u\x1b[?7h\x1b[?25h\x1b[0m\x1b[?1049l"
 )
 
 
@@ -89,6 +94,7 @@ class _Child:
         self.main_ident = threading.get_ident()
         self._lock = threading.Lock()
         self._busy: tuple[int, float] | None = None  # (seq, since) while the driver is called
+        self._progress: _Progress | None = None  # the GPUs of the reading in progress
         self._exiting = False
 
     # -- threads ----------------------------------------------------------------------------
@@ -111,7 +117,7 @@ class _Child:
         while True:
             time.sleep(WATCH_EVERY_S)
             with self._lock:
-                busy = self._busy
+                busy, progress = self._busy, self._progress
             if busy is None:
                 continue
             seq, since = busy
@@ -120,6 +126,8 @@ class _Child:
                 continue
             frame = sys._current_frames().get(self.main_ident)
             try:
+                if progress is not None:
+                    progress.send_new()
                 self.sender.send(("slow", seq, current_call(frame), current_gpu(frame), elapsed))
             except OSError:
                 return
@@ -183,7 +191,9 @@ class _Child:
         return source
 
     def _read(self, source: Any, seq: int) -> None:
-        progress = _Progress(self, seq)
+        progress = _Progress(self.sender, seq)
+        with self._lock:
+            self._progress = progress
         self._set_busy(seq)
         try:
             snapshot = source.snapshot(progress=progress)
@@ -192,7 +202,10 @@ class _Child:
             return
         finally:
             self._set_busy(None)
-        self._send(("snap", seq, replace(snapshot, gpus=())))
+            with self._lock:
+                self._progress = None
+        # gputop's request number is the snapshot's: it goes on rising across restarts.
+        self._send(("snap", seq, replace(snapshot, seq=seq)))
 
     def _set_busy(self, seq: int | None) -> None:
         with self._lock:
@@ -220,15 +233,24 @@ class _Child:
 
 
 class _Progress(list[Any]):
-    """The list NvmlSource.snapshot appends each GPU to: each is sent on as it comes."""
+    """The list NvmlSource.snapshot appends each GPU to; the watchdog sends them on when slow."""
 
-    def __init__(self, child: _Child, seq: int) -> None:
+    def __init__(self, sender: Sender, seq: int) -> None:
         super().__init__()
-        self._child, self._seq = child, seq
+        self._sender, self._seq, self._sent = sender, seq, 0
+        self._lock = threading.Lock()
 
     def append(self, sample: Any) -> None:
-        super().append(sample)
-        self._child._send(("gpu", self._seq, sample))
+        with self._lock:
+            super().append(sample)
+
+    def send_new(self) -> None:
+        """Send the GPUs read since the last call (from the watchdog thread)."""
+        with self._lock:
+            new = self[self._sent :]
+            self._sent = len(self)
+        for sample in new:
+            self._sender.send(("gpu", self._seq, sample))
 
 
 def _continue_scenario_clock(origin_mono: float) -> None:

@@ -296,8 +296,8 @@ class IsolatedSource:
         if kind == "gpu":
             proc.gpus.setdefault(message[1], []).append(message[2])
         elif kind == "snap":
-            seq, shell = message[1], message[2]
-            proc.results[seq] = replace(shell, seq=seq, gpus=tuple(proc.gpus.pop(seq, ())))
+            proc.gpus.pop(message[1], None)
+            proc.results[message[1]] = message[2]
         elif kind == "fail":
             proc.gpus.pop(message[1], None)
             proc.results[message[1]] = clean(str(message[2]))

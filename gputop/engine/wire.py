@@ -7,14 +7,59 @@ whose first item names it; see gputop.engine.child for the conversation.
 
 from __future__ import annotations
 
+import dataclasses
+import io
 import os
 import pickle
 import struct
 import threading
+from collections.abc import Callable
 from typing import Any
 
 _LENGTH = struct.Struct("!I")
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # a snapshot is tens of KiB; more means a broken stream
+
+
+def _names(cls: type) -> tuple[str, ...]:
+    names = _NAMES.get(cls)
+    if names is None:
+        names = _NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
+_NAMES: dict[type, tuple[str, ...]] = {}
+_SETTERS: dict[type, tuple[Callable[[Any, Any], None], ...]] = {}
+
+
+def rebuild(cls: type, values: tuple[Any, ...]) -> Any:
+    """A slotted dataclass from its field values, without running its __init__.
+
+    Unpickling a frozen dataclass the standard way looks its fields up again for every object
+    (about 13 us each; a dgx snapshot has fifty): the slots' own setters, found once, do it in
+    a fifth of that.
+    """
+    setters = _SETTERS.get(cls)
+    if setters is None:
+        setters = _SETTERS[cls] = tuple(getattr(cls, name).__set__ for name in _names(cls))
+    obj: Any = object.__new__(cls)
+    for set_value, value in zip(setters, values, strict=True):
+        set_value(obj, value)
+    return obj
+
+
+class _Pickler(pickle.Pickler):
+    def reducer_override(self, obj: Any) -> Any:
+        cls = type(obj)
+        if dataclasses.is_dataclass(cls) and hasattr(cls, "__slots__"):
+            return rebuild, (cls, tuple(getattr(obj, name) for name in _names(cls)))
+        return NotImplemented
+
+
+def dumps(message: tuple[Any, ...]) -> bytes:
+    """One message's bytes (slotted dataclasses in the compact form :func:`rebuild` reads)."""
+    buffer = io.BytesIO()
+    _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(message)
+    return buffer.getvalue()
 
 
 class WireError(Exception):
@@ -30,7 +75,7 @@ class Sender:
 
     def send(self, message: tuple[Any, ...]) -> None:
         """Write one message; raises OSError (BrokenPipeError) when the reader is gone."""
-        body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        body = dumps(message)
         data = memoryview(_LENGTH.pack(len(body)) + body)
         with self._lock:
             while data:

@@ -44,6 +44,11 @@ def owner_alive():
 def linger():
     while owner_alive():
         time.sleep(0.5)
+    # The owner was killed before it could tidy up: the demo's folder (our cwd) goes with us.
+    here = os.getcwd()
+    if os.path.basename(here).startswith("gputop-demo-"):
+        import shutil
+        shutil.rmtree(here, ignore_errors=True)
     sys.exit(0)
 
 if role == "zombie-parent":

@@ -48,19 +48,23 @@ def run_dashboard(args: argparse.Namespace, *, signals: ExitSignals | None = Non
     With ``signals``, SIGTERM/SIGHUP/SIGINT quit the app the way the q key does.
     Returns the app's exit code (1 after a crash Textual reported).
     """
-    from textual.theme import BUILTIN_THEMES
-
     from gputop.engine.source import source_from_args
-    from gputop.ui.app import make_app
 
-    if getattr(args, "no_color", False):
-        os.environ["NO_COLOR"] = "1"
-    theme = getattr(args, "theme", None)
-    if theme is not None and theme not in BUILTIN_THEMES:
-        known = ", ".join(sorted(BUILTIN_THEMES))
-        raise UsageError(f"unknown theme {theme!r}; known: {known}")
-    source = source_from_args(args, fallback_to_demo=True)
+    # The driver process starts first: it opens the driver while Textual is being imported.
+    # If gputop dies without closing the dashboard, it puts the terminal back.
+    source = source_from_args(args, fallback_to_demo=True, guard_terminal=True)
     try:
+        from textual.theme import BUILTIN_THEMES
+
+        from gputop.ui.app import make_app
+
+        if getattr(args, "no_color", False):
+            os.environ["NO_COLOR"] = "1"
+        theme = getattr(args, "theme", None)
+        if theme is not None and theme not in BUILTIN_THEMES:
+            known = ", ".join(sorted(BUILTIN_THEMES))
+            raise UsageError(f"unknown theme {theme!r}; known: {known}")
+        _opened(source)
         app = make_app(
             source,
             interval_s=getattr(args, "interval", 1.0),
@@ -75,6 +79,20 @@ def run_dashboard(args: argparse.Namespace, *, signals: ExitSignals | None = Non
     finally:
         source.close()
     return app.return_code or 0
+
+
+DRIVER_OPEN_WAIT_S = 2.0  # then the dashboard starts anyway and says what the driver is doing
+
+
+def _opened(source: object) -> None:
+    """Fail now, with the driver's own one-line error, if the driver cannot be opened.
+
+    A driver that is merely slow to open (a hung nvmlInit) does not hold the dashboard back:
+    after a short wait it starts, and its header says which call is not answering.
+    """
+    wait_ready = getattr(source, "wait_ready", None)
+    if wait_ready is not None:
+        wait_ready(DRIVER_OPEN_WAIT_S)
 
 
 def _quit_from_signal(app: GputopApp) -> None:

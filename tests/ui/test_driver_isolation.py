@@ -1,0 +1,140 @@
+"""The dashboard on a real driver process that crashes and hangs (the simulated driver's faults).
+
+The real sampler, the real IsolatedSource and a real child process: the screen must say what
+happened, keep answering keys, and recover when the driver does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from textual.pilot import Pilot
+
+from gputop.engine.isolated import DriverConfig, IsolatedSource
+from gputop.ui.app import GputopApp, make_app
+from gputop.ui.widgets.header import HeaderBar
+
+SCENARIO = """
+name = "flaky"
+[[gpu]]
+name = "NVIDIA A100-SXM4-80GB"
+count = 2
+[[fault]]
+call = "nvmlDeviceGetPowerUsage"
+kind = "crash"
+gpu = 1
+after_s = {crash_from}
+until_s = {crash_until}
+[[fault]]
+call = "nvmlDeviceGetTemperature"
+kind = "hang"
+gpu = 0
+after_s = {hang_from}
+until_s = {hang_until}
+"""
+
+
+def _header(app: GputopApp) -> str:
+    return app.query_one(HeaderBar).render().plain
+
+
+async def _until(pilot: Pilot[Any], what: Any, seconds: float) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if what():
+            return True
+        await pilot.pause(0.05)
+    return bool(what())
+
+
+def _run(tmp_path: Path, faults: dict[str, float], body: Any) -> IsolatedSource:
+    path = tmp_path / "flaky.toml"
+    path.write_text(SCENARIO.format(**faults), encoding="utf-8")
+    source = IsolatedSource(DriverConfig(scenario=str(path)))
+    app = make_app(source, interval_s=0.25)
+
+    async def main() -> None:
+        async with app.run_test(size=(120, 30)) as pilot:
+            await body(app, pilot)
+
+    try:
+        asyncio.run(main())
+    finally:
+        source.close()
+    return source
+
+
+def test_a_driver_crash_mid_session_is_shown_keys_work_and_it_recovers(tmp_path: Path) -> None:
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        assert await _until(pilot, lambda: app.snapshot is not None and app.snapshot.gpus, 5)
+        assert await _until(pilot, lambda: "DRIVER CRASHED" in _header(app), 5)
+        head = _header(app)
+        assert "SIGSEGV in libnvidia-ml" in head and "restarting" in head
+        # Keys still work while the driver is down: the interval changes at once.
+        await pilot.press("plus")
+        assert app.sampler is not None and app.sampler.interval_s == 0.5
+        await pilot.press("minus")
+        assert await _until(pilot, lambda: "DRIVER CRASHED" not in _header(app), 10)
+        assert app.snapshot is not None and app.snapshot.sampler_restarts >= 1
+        assert app.snapshot.stale_s is None and len(app.snapshot.gpus) == 2
+
+    source = _run(
+        tmp_path,
+        {"crash_from": 0.8, "crash_until": 1.6, "hang_from": 1e6, "hang_until": 1e6 + 1},
+        body,
+    )
+    assert source.restarts >= 1
+
+
+def test_a_hung_call_is_named_and_the_screen_goes_on(tmp_path: Path) -> None:
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        assert await _until(pilot, lambda: app.snapshot is not None and app.snapshot.gpus, 5)
+        named = "nvmlDeviceGetTemperature (GPU 0) not answering"
+        assert await _until(pilot, lambda: named in _header(app), 5)
+        began = time.monotonic()
+        await pilot.press("question_mark")  # help opens while the driver hangs
+        assert time.monotonic() - began < 0.5
+        await pilot.press("escape")
+        assert await _until(pilot, lambda: named not in _header(app), 10)
+        assert app.snapshot is not None and app.snapshot.stale_s is None
+
+    source = _run(
+        tmp_path,
+        {"crash_from": 1e6, "crash_until": 1e6 + 1, "hang_from": 0.8, "hang_until": 2.5},
+        body,
+    )
+    assert source.restarts == 0
+
+
+def test_quitting_while_the_driver_hangs_is_immediate(tmp_path: Path) -> None:
+    pids: list[int] = []
+
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        assert await _until(pilot, lambda: app.snapshot is not None and app.snapshot.gpus, 5)
+        assert await _until(pilot, lambda: "not answering" in _header(app), 5)
+        assert app.sampler is not None
+        pids.append(app.sampler._source.pid)  # type: ignore[attr-defined]
+        began = time.monotonic()
+        await pilot.press("q")
+        assert time.monotonic() - began < 1.0
+
+    began = time.monotonic()
+    _run(
+        tmp_path,
+        {"crash_from": 1e6, "crash_until": 1e6 + 1, "hang_from": 0.5, "hang_until": 1e6},
+        body,
+    )
+    assert time.monotonic() - began < 8
+    end = time.monotonic() + 3
+    while time.monotonic() < end:
+        try:
+            os.kill(pids[0], 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("the hung driver process outlived the dashboard")

@@ -7,6 +7,7 @@ GPUTOP_BENCH_UI_SECONDS sets the measuring window (default 30 s).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import subprocess
@@ -34,6 +35,22 @@ def _app_process(pane_pid: int) -> psutil.Process:
     raise RuntimeError("gputop did not start in the tmux pane")
 
 
+def _driver_process(proc: psutil.Process) -> psutil.Process | None:
+    """gputop's driver process (gputop.engine.child), if it runs one."""
+    for child in proc.children():
+        with contextlib.suppress(psutil.Error):
+            if "gputop.engine.child" in " ".join(child.cmdline()):
+                return child
+    return None
+
+
+def _cpu_s(proc: psutil.Process | None) -> float:
+    if proc is None:
+        return 0.0
+    times = proc.cpu_times()
+    return times.user + times.system
+
+
 def _main_thread_s(proc: psutil.Process) -> float:
     """CPU seconds of the process's main thread (Textual's event loop: the UI work)."""
     for thread in proc.threads():
@@ -59,21 +76,27 @@ def tmux_run(seconds: float) -> None:
         first = _first_frame_s(started)
         proc = _app_process(int(_tmux("display", "-p", "-t", SESSION, "#{pane_pid}").strip()))
         time.sleep(WARMUP_S)
-        t0, cpu0, main0 = time.monotonic(), proc.cpu_times(), _main_thread_s(proc)
+        driver = _driver_process(proc)
+        t0, cpu0, main0, drv0 = time.monotonic(), _cpu_s(proc), _main_thread_s(proc), _cpu_s(driver)
         time.sleep(seconds)
-        t1, cpu1, main1 = time.monotonic(), proc.cpu_times(), _main_thread_s(proc)
+        t1, cpu1, main1, drv1 = time.monotonic(), _cpu_s(proc), _main_thread_s(proc), _cpu_s(driver)
         rss_mb = proc.memory_info().rss / 1024**2
+        driver_rss_mb = driver.memory_info().rss / 1024**2 if driver is not None else 0.0
     finally:
         subprocess.run(["tmux", "kill-session", "-t", SESSION], check=False, capture_output=True)
-    used = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
+    own = cpu1 - cpu0
+    in_driver = drv1 - drv0
+    used = own + in_driver
     wall = t1 - t0
     print(f"ui_first_frame: {first:.2f} s")
-    print(f"ui_cpu_per_minute: {used / wall * 60:.2f} s")
+    print(f"ui_cpu_per_minute: {used / wall * 60:.2f} s (gputop and its driver process)")
     print(f"ui_cpu_percent_of_core: {used / wall * 100:.2f} %")
+    print(f"ui_cpu_gputop_percent: {own / wall * 100:.2f} % (the dashboard's own process)")
+    print(f"ui_cpu_driver_process_percent: {in_driver / wall * 100:.2f} % (NVML reads)")
     main = main1 - main0
     print(f"ui_cpu_ui_thread_percent: {main / wall * 100:.2f} %")
-    print(f"ui_cpu_other_threads_percent: {(used - main) / wall * 100:.2f} % (sampler, input)")
-    print(f"ui_rss: {rss_mb:.1f} MB")
+    print(f"ui_cpu_other_threads_percent: {(own - main) / wall * 100:.2f} % (sampler, input)")
+    print(f"ui_rss: {rss_mb:.1f} MB (+ {driver_rss_mb:.1f} MB the driver process)")
 
 
 def headless_tick_ms(ticks: int = 60) -> float:

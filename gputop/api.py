@@ -29,7 +29,7 @@ _demo: str | None = None
 
 
 def use_demo(name: str | None = "demo") -> None:
-    """Read from the simulated driver with this shipped scenario (demo, dgx, faults) or file.
+    """Read from the simulated driver with this shipped scenario (demo, dgx, faults, flaky) or file.
 
     ``use_demo(None)`` goes back to the real driver. Takes effect on the next call.
     """

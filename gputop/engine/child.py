@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import gc
 import os
 import queue
 import signal
@@ -95,6 +96,7 @@ class _Child:
         self._lock = threading.Lock()
         self._busy: tuple[int, float] | None = None  # (seq, since) while the driver is called
         self._progress: _Progress | None = None  # the GPUs of the reading in progress
+        self._called = threading.Event()  # set while _busy is
         self._exiting = False
 
     # -- threads ----------------------------------------------------------------------------
@@ -115,6 +117,8 @@ class _Child:
     def watchdog(self) -> None:
         """Say which call the main thread is stuck in, while it is stuck."""
         while True:
+            # Asleep while the driver is not being called: an idle box costs no wake-ups.
+            self._called.wait()
             time.sleep(WATCH_EVERY_S)
             with self._lock:
                 busy, progress = self._busy, self._progress
@@ -175,6 +179,7 @@ class _Child:
             return None
         finally:
             self._set_busy(None)
+        _settle_heap()
         identities = getattr(source, "identities", None)
         self._send(
             (
@@ -210,6 +215,10 @@ class _Child:
     def _set_busy(self, seq: int | None) -> None:
         with self._lock:
             self._busy = None if seq is None else (seq, time.monotonic())
+            if seq is None:
+                self._called.clear()
+            else:
+                self._called.set()
 
     def _send(self, message: tuple[Any, ...]) -> None:
         try:
@@ -251,6 +260,14 @@ class _Progress(list[Any]):
             self._sent = len(self)
         for sample in new:
             self._sender.send(("gpu", self._seq, sample))
+
+
+def _settle_heap() -> None:
+    """Keep the garbage collector off the heap of imports, as the dashboard does (see
+    gputop.ui._settle_heap): each reading makes thousands of short-lived objects."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(7000, 20, 20)
 
 
 def _continue_scenario_clock(origin_mono: float) -> None:

@@ -91,7 +91,7 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
         const="demo",
         default=argparse.SUPPRESS,
         metavar="NAME",
-        help="use the simulated driver with a shipped scenario (default: demo; also dgx, faults)",
+        help="simulated driver, shipped scenario NAME (default demo; also dgx, faults, flaky)",
     )
     group.add_argument(
         "--scenario",

@@ -442,11 +442,11 @@ def _actor_from_dict(spec: dict[str, Any]) -> ActorSpec:
     )
 
 
-SHIPPED = ("demo", "dgx", "faults")
+SHIPPED = ("demo", "dgx", "faults", "flaky")
 
 
 def load_scenario(name_or_path: str | Path) -> Scenario:
-    """Load a shipped scenario by name (demo, dgx, faults) or a TOML/JSON file by path.
+    """Load a shipped scenario by name (demo, dgx, faults, flaky) or a TOML/JSON file by path.
 
     Any problem with a file (missing, unreadable, not text, not TOML/JSON, bad content) raises
     UsageError with one line naming the file and the reason.

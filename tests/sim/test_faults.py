@@ -85,3 +85,12 @@ def test_a_crash_fault_kills_the_process_with_sigsegv() -> None:
 def test_bad_fault_tables_are_one_line_errors(fault: dict[str, object], message: str) -> None:
     with pytest.raises(UsageError, match=re.escape(message)):
         _box(fault)
+
+
+def test_the_shipped_flaky_box_hangs_then_crashes_then_recovers() -> None:
+    flaky = sim.load_scenario("flaky")
+    by_kind = {f.kind: f for f in flaky.faults}
+    hang, crash = by_kind["hang"], by_kind["crash"]
+    assert hang.until_s is not None and crash.until_s is not None
+    assert hang.until_s <= crash.after_s  # one trouble at a time, as the README tells it
+    assert not any(f.active(crash.until_s) for f in flaky.faults)  # well again afterwards

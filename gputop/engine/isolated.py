@@ -28,7 +28,6 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
-import gputop
 from gputop.engine.crash import describe_exit
 from gputop.engine.model import GpuSample, GpuState, Snapshot, SystemInfo
 from gputop.engine.ourselves import add_helper, drop_helper
@@ -45,6 +44,11 @@ _STDERR_KEEP = 64 * 1024
 # argv of the driver process: ours alone (no user input); -P keeps the working directory off
 # sys.path, so a folder named gputop there cannot stand in for this installation.
 _BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from gputop.engine.child import main; main()"
+
+
+# The folder this gputop package is in (gputop/engine/isolated.py, three levels up): the driver
+# process imports the very same installation.
+_INSTALLED_AT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class DriverCrashed(DriverError):
@@ -247,7 +251,7 @@ class IsolatedSource:
             "clock_origin_mono": self._clock_origin,
             **self._guard,
         }
-        here = os.path.dirname(os.path.dirname(os.path.abspath(gputop.__file__)))
+        here = _INSTALLED_AT
         passed = tuple(fd for key in ("guard_fd", "fault_fd") if (fd := self._guard.get(key)))
         try:
             popen = subprocess.Popen(  # argv is ours alone, never user input

@@ -157,6 +157,11 @@ class Sampler:
         self._dev_dir = value
 
     @property
+    def restarts(self) -> int:
+        """How many times the source's driver process was restarted (0 for other sources)."""
+        return int(getattr(self._source, "restarts", 0))
+
+    @property
     def latest(self) -> Snapshot | None:
         """The last fresh snapshot, or None before the first one."""
         with self._lock:

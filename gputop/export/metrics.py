@@ -309,7 +309,7 @@ def sample_age_s(snapshot: Snapshot | None, now_mono: float, since_mono: float) 
     """Seconds since the newest fresh driver reading at ``now_mono`` (time.monotonic()).
 
     The reading's own start (``taken_at_mono``), also for a stale re-send of it, whose ``stale_s``
-    says how old it was when re-sent; ``since_mono`` (the exporter's start) before the first one.
+    says how old it was when re-sent; ``since_mono`` (the collector's start) before the first one.
     """
     if snapshot is None:
         return max(0.0, now_mono - since_mono)

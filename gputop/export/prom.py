@@ -48,10 +48,10 @@ class SnapshotCollector:
     """A prometheus_client Collector that renders the holder's last snapshot at scrape time.
 
     Before the first snapshot the sample age counts from the collector's creation. The driver
-    process restarts are the snapshot's ``sampler_restarts``, or the holder's own
-    ``sampler_restarts`` when it has one and it is higher (a holder whose ``latest`` is the last
-    fresh reading knows of restarts that no fresh reading carries yet); the counter never
-    goes down between scrapes.
+    process restarts are the snapshot's ``sampler_restarts``, or the holder's own ``restarts``
+    when it has one and it is higher (``latest`` is the last fresh reading: restarts since then,
+    and a driver process that keeps crashing, reach no snapshot); the counter never goes down
+    between scrapes.
     """
 
     def __init__(
@@ -73,7 +73,7 @@ class SnapshotCollector:
         errors = int(getattr(holder, "errors", 0) or 0)
         seen = max(
             snapshot.sampler_restarts if snapshot is not None else 0,
-            int(getattr(holder, "sampler_restarts", 0) or 0),
+            int(getattr(holder, "restarts", 0) or 0),
         )
         with self._lock:  # scrapes run on several threads at once
             self._restarts = restarts = max(self._restarts, seen)

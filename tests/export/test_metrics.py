@@ -135,5 +135,11 @@ def test_stuck_counts_every_state_and_unattributed_memory() -> None:
 def test_before_the_first_sample_only_health_metrics() -> None:
     text = render(None)
     names = {f.name for f in text_string_to_metric_families(text)}
-    assert names == {"gputop_sample_age_seconds", "gputop_sampler_errors", "gputop_info"}
+    assert names == {
+        "gputop_sample_age_seconds",
+        "gputop_sampler_errors",
+        "gputop_sampler_restarts",
+        "gputop_info",
+    }
     assert samples(text, "gputop_sampler_errors_total") == [({}, 0.0)]
+    assert samples(text, "gputop_sampler_restarts_total") == [({}, 0.0)]

@@ -38,13 +38,17 @@ class Demo:
 
 
 def demo_of(pid: int, timeout_s: float = START_TIMEOUT_S) -> Demo:
-    """The actor processes gputop ``pid`` started (they name it in their environment)."""
+    """The actor processes of gputop ``pid``: its driver process started them (they name their
+    owner in their environment)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
+        owners = {str(pid)}
+        with contextlib.suppress(psutil.Error):
+            owners |= {str(child.pid) for child in psutil.Process(pid).children()}
         actors = []
         for proc in psutil.process_iter():
             with contextlib.suppress(psutil.Error):
-                if proc.environ().get("GPUTOP_ACTOR_OWNER") == str(pid):
+                if proc.environ().get("GPUTOP_ACTOR_OWNER") in owners:
                     actors.append(proc)
         folders = set()
         for proc in actors:

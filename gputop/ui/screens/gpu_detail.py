@@ -57,6 +57,8 @@ def field_lines(sample: GpuSample) -> Text:
         if f.name in ("processes", "extra", "unavailable"):  # the last two: query-only readings
             continue
         value = getattr(sample, f.name)
+        if f.name == "stale_s" and value is None:
+            continue  # only a GPU that did not answer has an age to show
         if value is None:
             shown = units.NA
         elif isinstance(value, tuple):
@@ -130,6 +132,7 @@ class GpuDetailScreen(Screen[None]):
             head.update(Text(f"GPU {self.gpu_index} is not in the latest snapshot"))
             return
         state = "" if sample.state.value == "ok" else f"  {sample.state.value.upper()}"
+        state = state.replace("-", " ")  # NOT RESPONDING
         head.update(Text(f"{title(sample)}  {sample.uuid or ''}{state}"))
         # One read of the history for every chart: they all end at the same sample, even
         # while the sampler thread appends.

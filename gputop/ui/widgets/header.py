@@ -26,7 +26,7 @@ from gputop.ui.paint.line import ELLIPSIS, Line
 
 TITLE = " gputop "
 NOTE_MIN_CELLS = 24  # the note keeps at least this much, markers or not
-WORD_CUT_SHARE = 0.6  # cut a long note after a word unless that would lose more than 40 %
+WORD_CUT_MAX_LOSS = 12  # cells a cut may give back to end after a whole word, not mid-word
 
 
 class HeaderBar(FramedLines, Widget):
@@ -105,6 +105,7 @@ class HeaderBar(FramedLines, Widget):
         ]
         note = one_line(self.driver_note or "") or None
         show_title = True
+        cut = False  # the note lost words: it ends the line, no host facts after its '…'
         if note is not None and width is not None:
             # The markers stay whole; the note takes what is left, down to NOTE_MIN_CELLS.
             fixed = sum(cell_len(piece) + 1 for piece in (stale, *labels) if piece)
@@ -113,8 +114,9 @@ class HeaderBar(FramedLines, Widget):
                 show_title = False  # the title gives way before the note's words
             else:
                 room -= cell_len(TITLE)
-            note = fit(note, max(NOTE_MIN_CELLS, room))
-        # Markers first: at 80 columns the tail of the line may be cut, never these.
+            fitted = fit(note, max(NOTE_MIN_CELLS, room))
+            cut, note = fitted != note, fitted
+        # Markers (and the note) first: at 80 columns the tail of the line may be cut, never these.
         out = Line()
         if show_title:
             out.append(TITLE, self._style("header-bar--title"))
@@ -129,6 +131,8 @@ class HeaderBar(FramedLines, Widget):
             out.append(" ")
         if snap is None:
             out.append(" waiting for the first sample…")
+            return out
+        if cut:
             return out
         sys = snap.system
         gpus = f"{len(snap.gpus)} GPU{'s' if len(snap.gpus) != 1 else ''}"
@@ -161,6 +165,7 @@ def fit(note: str, cells: int) -> str:
         kept.append(char)
     head = "".join(kept)
     space = head.rfind(" ")
-    if space >= WORD_CUT_SHARE * budget:
+    mid_word = note[len(head)].isalnum()  # else the cut falls between words already
+    if mid_word and space >= 0 and cell_len(head[space:]) <= WORD_CUT_MAX_LOSS:
         head = head[:space]
-    return head.rstrip(" —–-:,;(") + ELLIPSIS
+    return head.rstrip(" -:,;(\u2013\u2014") + ELLIPSIS  # no dangling dash or colon

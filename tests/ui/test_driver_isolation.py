@@ -84,7 +84,7 @@ def test_a_driver_crash_mid_session_is_shown_keys_work_and_it_recovers(tmp_path:
 
     source = _run(
         tmp_path,
-        {"crash_from": 0.8, "crash_until": 1.6, "hang_from": 1e6, "hang_until": 1e6 + 1},
+        {"crash_from": 2.0, "crash_until": 3.0, "hang_from": 1e6, "hang_until": 1e6 + 1},
         body,
     )
     assert source.restarts >= 1
@@ -104,7 +104,7 @@ def test_a_hung_call_is_named_and_the_screen_goes_on(tmp_path: Path) -> None:
 
     source = _run(
         tmp_path,
-        {"crash_from": 1e6, "crash_until": 1e6 + 1, "hang_from": 0.8, "hang_until": 2.5},
+        {"crash_from": 1e6, "crash_until": 1e6 + 1, "hang_from": 2.0, "hang_until": 4.0},
         body,
     )
     assert source.restarts == 0
@@ -125,7 +125,7 @@ def test_quitting_while_the_driver_hangs_is_immediate(tmp_path: Path) -> None:
     began = time.monotonic()
     _run(
         tmp_path,
-        {"crash_from": 1e6, "crash_until": 1e6 + 1, "hang_from": 0.5, "hang_until": 1e6},
+        {"crash_from": 1e6, "crash_until": 1e6 + 1, "hang_from": 2.0, "hang_until": 1e6},
         body,
     )
     assert time.monotonic() - began < 8

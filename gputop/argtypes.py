@@ -12,6 +12,12 @@ MIN_INTERVAL_S = 0.1
 MAX_INTERVAL_S = 86_400.0
 INTERVAL_BOUNDS_HELP = "0.1 s to 86400 s (1 day)"
 
+# How long a one-shot command, or one row of a logging loop, waits for the driver (--timeout):
+# below 0.1 s even a healthy driver could not answer; past an hour nobody is waiting any more.
+MIN_TIMEOUT_S = 0.1
+MAX_TIMEOUT_S = 3600.0
+TIMEOUT_BOUNDS_HELP = "0.1 s to 3600 s (1 hour)"
+
 
 def _number(text: str) -> float:
     """A float; nan and inf pass (the callers' range checks refuse them, naming the range)."""
@@ -37,6 +43,36 @@ def interval_seconds(text: str) -> float:
     if not MIN_INTERVAL_S <= value <= MAX_INTERVAL_S:
         raise argparse.ArgumentTypeError(f"must be from {INTERVAL_BOUNDS_HELP}: {text!r}")
     return value
+
+
+def timeout_seconds(text: str) -> float:
+    """A driver timeout in seconds within [MIN_TIMEOUT_S, MAX_TIMEOUT_S] (nan and inf refused)."""
+    value = _number(text)
+    if not MIN_TIMEOUT_S <= value <= MAX_TIMEOUT_S:
+        raise argparse.ArgumentTypeError(f"must be from {TIMEOUT_BOUNDS_HELP}: {text!r}")
+    return value
+
+
+def add_timeout_argument(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    *,
+    default_s: float,
+    then: str = "a GPU that did not answer is shown NOT RESPONDING, exit 3",
+) -> None:
+    """``--timeout SEC``: how long a command waits for the driver (``then``: what happens after).
+
+    No default is stored (``argparse.SUPPRESS``): a subcommand's parser copies its attributes over
+    the main parser's, so a stored default would erase ``gputop --timeout 2 doctor``'s 2. Read it
+    with ``getattr(args, "timeout", default_s)``.
+    """
+    parser.add_argument(
+        "--timeout",
+        type=timeout_seconds,
+        default=argparse.SUPPRESS,
+        metavar="SEC",
+        help=f"wait at most SEC seconds for the driver ({TIMEOUT_BOUNDS_HELP}, default "
+        f"{default_s:g}); {then}",
+    )
 
 
 def interval_milliseconds(text: str) -> float:

@@ -15,10 +15,11 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from gputop.argtypes import INTERVAL_BOUNDS_HELP, interval_seconds
+from gputop.argtypes import INTERVAL_BOUNDS_HELP, add_timeout_argument, interval_seconds
+from gputop.engine.deadline import DEFAULT_TIMEOUT_S
 from gputop.engine.sanitize import clean
 from gputop.engine.source import add_source_arguments
-from gputop.errors import GputopError
+from gputop.errors import DriverTimeout, GputopError
 from gputop.exits import ExitSignals, describe_os_error, say, silence, silence_if_broken
 from gputop.version import __version__
 
@@ -72,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument(
         "--no-color", action="store_true", help="no colours (also when NO_COLOR is set)"
     )
+    add_timeout_argument(mode, default_s=DEFAULT_TIMEOUT_S)
     ui = parser.add_argument_group("dashboard")
     ui.add_argument(
         "--interval",
@@ -122,15 +124,18 @@ def _run(args: argparse.Namespace, signals: ExitSignals) -> int:
 
 
 def _run_one_shot(args: argparse.Namespace) -> int:
-    """--once or --json: one snapshot, printed."""
+    """--once or --json: one snapshot, printed; exit 3 when some GPU did not answer in time."""
+    from gputop.engine.deadline import read_within, timeout_message, timeout_of
     from gputop.engine.enrich import enrich
     from gputop.engine.holders import scan_holders
     from gputop.engine.source import source_from_args
 
     source = source_from_args(args)
     try:
-        # Enrich before close(): closing the demo ends its real processes.
-        snapshot = enrich(source.snapshot(), holders=scan_holders(source.dev_dir))
+        # Enrich before close(): closing the demo ends its real processes. close() never waits
+        # for a driver process stuck in a call: it is killed.
+        snapshot = read_within(source, timeout_of(args))
+        snapshot = enrich(snapshot, holders=scan_holders(source.dev_dir))
     finally:
         source.close()
     if args.json:
@@ -151,7 +156,16 @@ def _run_one_shot(args: argparse.Namespace) -> int:
             width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 10_000,
         )
         sys.stdout.write(render_once(snapshot, options))
-    return 0
+    return _timeout_exit(timeout_message(snapshot))
+
+
+def _timeout_exit(message: str | None) -> int:
+    """0, or: what did not answer in one line on stderr (after the output), and exit 3."""
+    if message is None:
+        return 0
+    sys.stdout.flush()  # the partial output first, then the line that explains it
+    say(message)
+    return DriverTimeout.exit_code
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -3,6 +3,10 @@
 Metric groups (``-s``, default ``puc``), always in this order: p power/temperature, u utilisation,
 c clocks, v violations, m frame buffer/BAR1 memory, e ECC/PCIe replay errors, t PCIe throughput.
 A ``-`` is a reading the driver does not give. The header repeats every screenful.
+
+Each row waits for its reading at most until it is due (``--timeout`` caps it); a GPU that did
+not answer by then gets its row anyway, ``-`` in every column. A run with ``-c`` that printed
+such a row exits 3, and one line on stderr says which call hung.
 """
 
 from __future__ import annotations
@@ -16,9 +20,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import IO
 
-from gputop.argtypes import INTERVAL_BOUNDS_HELP, interval_seconds, positive_int
+from gputop.argtypes import (
+    INTERVAL_BOUNDS_HELP,
+    add_timeout_argument,
+    interval_seconds,
+    positive_int,
+)
 from gputop.commands.query import select_gpus
-from gputop.commands.schedule import run_on_schedule
+from gputop.commands.schedule import Rows, run_on_schedule
+from gputop.engine.deadline import DEFAULT_TIMEOUT_S, timeout_of
 from gputop.engine.model import GpuSample, GpuState
 from gputop.engine.source import source_from_args
 from gputop.errors import UsageError
@@ -120,6 +130,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-o", "--options", default="", metavar="DT", help="D: date column, T: time column"
     )
+    add_timeout_argument(
+        parser,
+        default_s=DEFAULT_TIMEOUT_S,
+        then="a row waits at most until it is due; a GPU that did not answer shows -, "
+        "and with -c exit 3",
+    )
 
 
 def columns_for(groups: str) -> tuple[Column, ...]:
@@ -155,7 +171,7 @@ def _mark(line: str) -> str:
 def row_line(
     gpu: GpuSample, columns: Sequence[Column], wall_s: float, time_parts: Sequence[str] = ()
 ) -> str:
-    """One data row; '-' for a reading the driver does not give (or a lost GPU)."""
+    """One data row; '-' for a reading the driver does not give (or a lost or silent GPU)."""
     local = time.localtime(wall_s)
     cells = [time.strftime({"D": "%Y%m%d", "T": "%H:%M:%S"}[p], local) for p in time_parts]
     cells.append(str(gpu.index).rjust(5))
@@ -184,26 +200,27 @@ def run(args: argparse.Namespace) -> int:
     out = sys.stdout
     source = source_from_args(args)
     try:
-        first = [source.snapshot()]
+        rows = Rows(source, interval_s=args.delay, timeout_s=timeout_of(args), count=args.count)
+        first = [rows.first()]
+        start = first[0].taken_at_mono
         indices = select_gpus(first[0], args.id)
         page = _page_rows(out)
         since_header = [page]  # forces a header before the first rows
 
         def tick(k: int) -> None:
-            snapshot = first.pop() if first else source.snapshot()
+            snapshot = first.pop() if first else rows.next()
             gpus = [g for i in indices if (g := snapshot.gpu(i)) is not None]
             if since_header[0] + len(gpus) > page:
                 out.write("\n".join(head) + "\n")
                 since_header[0] = 0
             for gpu in gpus:
-                out.write(row_line(gpu, columns, snapshot.taken_at_wall, time_parts) + "\n")
+                out.write(row_line(gpu, columns, rows.wall_of(snapshot, gpu), time_parts) + "\n")
             since_header[0] += len(gpus)
             out.flush()
+            rows.shown(snapshot, indices)
 
         with contextlib.suppress(KeyboardInterrupt):
-            run_on_schedule(
-                tick, interval_s=args.delay, count=args.count, start=first[0].taken_at_mono
-            )
+            run_on_schedule(tick, interval_s=args.delay, count=args.count, start=start)
     finally:
         source.close()
-    return 0
+    return rows.finish()

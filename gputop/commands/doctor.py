@@ -1,7 +1,9 @@
 """`gputop doctor`: a plain-text diagnosis of stuck GPU processes and unattributed memory.
 
 Exit 0 when nothing is stuck; 1 when a process holds a GPU without working (holder, defunct,
-orphan, stopped) or a GPU has memory in use that no listed process accounts for.
+orphan, stopped) or a GPU has memory in use that no listed process accounts for; 3 when some GPU
+did not answer within ``--timeout`` (the diagnosis of the others is printed all the same, and one
+line on stderr names the call that hung).
 """
 
 from __future__ import annotations
@@ -12,10 +14,19 @@ import sys
 from dataclasses import dataclass
 
 from gputop import glyphs, units
+from gputop.argtypes import add_timeout_argument
+from gputop.engine.deadline import (
+    DEFAULT_TIMEOUT_S,
+    not_responding,
+    read_within,
+    timeout_message,
+    timeout_of,
+)
 from gputop.engine.enrich import attributed_memory_bytes, enrich, unattributed_tolerance_bytes
 from gputop.engine.holders import HolderScan, scan_holders
 from gputop.engine.model import GpuSample, GpuState, ProcessRow, ProcState, Snapshot
-from gputop.errors import UsageError
+from gputop.errors import DriverTimeout, UsageError
+from gputop.exits import say
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -25,10 +36,13 @@ class Diagnosis:
     text: str
     stuck_processes: tuple[ProcessRow, ...]
     unattributed: tuple[tuple[int, int], ...]
+    silent_gpus: tuple[int, ...] = ()  # GPUs the driver did not answer for in time
 
     @property
     def exit_code(self) -> int:
-        """0: healthy; 1: something is stuck."""
+        """0: healthy; 1: something is stuck; 3: some GPU did not answer (the view is partial)."""
+        if self.silent_gpus:
+            return DriverTimeout.exit_code
         return 1 if self.stuck_processes or self.unattributed else 0
 
 
@@ -40,26 +54,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="directory holding the nvidia* device files (default /dev; the demo's own folder)",
     )
+    add_timeout_argument(parser, default_s=DEFAULT_TIMEOUT_S)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Read the box once, print the diagnosis, return 0 (healthy) or 1 (something stuck)."""
+    """Read the box once, print the diagnosis, return 0 (healthy), 1 (something stuck) or 3 (a
+    GPU did not answer within --timeout)."""
     from gputop.engine.source import (
         source_from_args,  # local: the driver only when the command runs
     )
 
     source = source_from_args(args, fallback_to_demo=False)
     try:
-        snapshot = source.snapshot()
+        snapshot = read_within(source, timeout_of(args))
+        dev_dir = getattr(args, "dev_dir", None) or source.dev_dir
+        if not os.path.isdir(dev_dir):
+            raise UsageError(f"--dev-dir {dev_dir}: not a directory")
+        # Before close(): closing the demo ends its real processes and removes their folder.
+        holders = scan_holders(dev_dir)
+        snapshot = enrich(snapshot, holders=holders)
     finally:
         source.close()
-    dev_dir = getattr(args, "dev_dir", None) or source.dev_dir
-    if not os.path.isdir(dev_dir):
-        raise UsageError(f"--dev-dir {dev_dir}: not a directory")
-    holders = scan_holders(dev_dir)
-    diagnosis = diagnose(enrich(snapshot, holders=holders), holders)
+    diagnosis = diagnose(snapshot, holders)
     # Commands and names may hold characters an ISO-8859-1 or ASCII stdout cannot encode.
     sys.stdout.write(glyphs.safe_text(diagnosis.text, glyphs.output_encoding(sys.stdout)))
+    message = timeout_message(snapshot)
+    if message is not None:
+        sys.stdout.flush()  # the diagnosis first, then the line that explains what is missing
+        say(message)
     return diagnosis.exit_code
 
 
@@ -83,6 +105,12 @@ def fix_command(row: ProcessRow) -> str:
 
 def _gpu_line(gpu: GpuSample, unattributed: dict[int, int]) -> str:
     head = f"GPU {gpu.index}  {gpu.name or 'unknown'}"
+    if gpu.state is GpuState.NOT_RESPONDING:
+        waited = f" within {gpu.stale_s:.0f} s" if gpu.stale_s is not None else " in time"
+        return (
+            f"{head}: NOT RESPONDING: the driver did not answer for it{waited} "
+            f"({gpu.error or 'no reason given'}); its processes and memory are unknown"
+        )
     if gpu.state is not GpuState.OK:
         return f"{head}: {gpu.state.value.upper()} ({gpu.error or 'no reason given'})"
     listed = len(gpu.processes)
@@ -122,7 +150,10 @@ def diagnose(snapshot: Snapshot, holders: HolderScan | None = None) -> Diagnosis
     """The doctor's report for an enriched snapshot (pure apart from the text it builds)."""
     active = {r.pid for r in snapshot.processes if ProcState.ACTIVE in r.states}
     workers = [r for r in snapshot.processes if _is_forked_worker(r, active)]
-    stuck = [r for r in snapshot.processes if r.stuck and r not in workers]
+    silent = tuple(g.index for g in not_responding(snapshot))
+    # The driver listed no context on a GPU that did not answer: its holders are not known stuck.
+    unknown = [r for r in snapshot.processes if _on_silent_gpu(r, silent) and r not in workers]
+    stuck = [r for r in snapshot.processes if r.stuck and r not in workers and r not in unknown]
     unattributed = dict(snapshot.unattributed_memory_bytes)
     out = [f"gputop doctor: {snapshot.system.hostname}, driver {snapshot.system.driver_version}"]
     if snapshot.system.simulated:
@@ -139,6 +170,9 @@ def diagnose(snapshot: Snapshot, holders: HolderScan | None = None) -> Diagnosis
     )
     on_lost = [r for r in snapshot.processes if r.state is ProcState.ON_LOST_GPU]
     out.extend(_section("On a lost GPU (not counted as stuck: reboot to recover the GPU)", on_lost))
+    out.extend(
+        _section("On a GPU that did not answer (not counted as stuck: not listed by it)", unknown)
+    )
     hidden = [r for r in snapshot.processes if ProcState.NAMESPACE in r.states]
     if hidden:
         out.append("")
@@ -148,11 +182,21 @@ def diagnose(snapshot: Snapshot, holders: HolderScan | None = None) -> Diagnosis
             + ", ".join(f"{r.pid} ({r.info.name})" if r.info.name else str(r.pid) for r in hidden)
         )
     out.append("")
-    out.append(_verdict(len(stuck), len(unattributed)))
+    out.append(_verdict(len(stuck), len(unattributed), silent))
     return Diagnosis(
         text="\n".join(out) + "\n",
         stuck_processes=tuple(stuck),
         unattributed=tuple(unattributed.items()),
+        silent_gpus=silent,
+    )
+
+
+def _on_silent_gpu(row: ProcessRow, silent: tuple[int, ...]) -> bool:
+    """A holder whose GPUs all did not answer: whether it has a context there is not known."""
+    return (
+        row.state is ProcState.HOLDER
+        and bool(row.gpu_indices)
+        and set(row.gpu_indices) <= set(silent)
     )
 
 
@@ -167,8 +211,15 @@ def _section(title: str, rows: list[ProcessRow], *, with_fix: bool = False) -> l
     return lines
 
 
-def _verdict(stuck: int, unattributed: int) -> str:
+def _verdict(stuck: int, unattributed: int, silent: tuple[int, ...] = ()) -> str:
+    partial = ""
+    if silent:
+        noun = "GPU" if len(silent) == 1 else "GPUs"
+        which = ", ".join(str(i) for i in silent)
+        partial = f" ({noun} {which} did not answer: not diagnosed)"
     if not stuck and not unattributed:
+        if silent:
+            return f"INCOMPLETE: nothing stuck on the GPUs that answered{partial}."
         return "OK: nothing stuck."
     parts = []
     if stuck:
@@ -178,4 +229,4 @@ def _verdict(stuck: int, unattributed: int) -> str:
             f"{unattributed} GPU{'s' if unattributed != 1 else ''} with unattributed memory"
         )
     hint = "" if os.geteuid() == 0 else " (not root: some holders may be missing)"
-    return "STUCK: " + ", ".join(parts) + hint + "."
+    return "STUCK: " + ", ".join(parts) + hint + partial + "."

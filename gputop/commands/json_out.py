@@ -4,7 +4,9 @@ The keys are the field names of the dataclasses in :mod:`gputop.engine.model` (u
 names), plus ``"schema": 1`` at the top. Enums are written as their values (``"ok"``, ``"compute"``,
 ``"holder"``), tuples as lists, ``None`` as ``null`` (the driver does not report the field).
 Readings that are properties in the model are included too: ``fan_speed_percent`` per GPU,
-``command`` per process info and ``state``/``stuck`` per process row. Field names only ever get
+``command`` per process info and ``state``/``stuck`` per process row. A GPU the driver did not
+answer for in time has ``"state": "not-responding"``, its ``stale_s`` (seconds waited) and
+``error``; the snapshot's ``driver_note`` names the call that hung. Field names only ever get
 added within a schema version; a rename or removal bumps ``schema``.
 """
 
@@ -78,6 +80,8 @@ def snapshot_to_dict(snapshot: Snapshot) -> dict[str, Any]:
         "processes": [process_row_to_dict(r) for r in snapshot.processes],
         "unattributed_memory_bytes": _plain(snapshot.unattributed_memory_bytes),
         "holder_scan_note": snapshot.holder_scan_note,
+        "driver_note": snapshot.driver_note,
+        "sampler_restarts": snapshot.sampler_restarts,
     }
 
 

@@ -6,6 +6,9 @@ Layout::
     [0]   NVIDIA A100-SXM4-80GB | 61°C,  85 % | 61234 / 81920 MiB | alice:python/1234(20480M)
     [2→0] NVIDIA L40S           | 52°C,  35 % | 20480 / 46068 MiB | serve(18000M)
 
+A GPU that fell off the bus is ``LOST (reason)``; one the driver did not answer for within
+``--timeout`` is ``NOT RESPONDING for 5 s (nvmlDeviceGetPowerUsage did not return)``.
+
 ``[2→0]``: NVML index 2 is CUDA device 0 in a program started from this shell (shown only when
 CUDA_VISIBLE_DEVICES or CUDA_DEVICE_ORDER make the two differ; ``→-`` means CUDA will not see it).
 A process is ``[user:]name[/pid](memory)`` (``-u``; ``-c`` for the full command; ``-p``),
@@ -224,9 +227,18 @@ def _gpu_head(gpu: GpuSample, options: OnceOptions, g: Glyphs, label: str, name:
     """Everything before the process list (the whole line for a LOST/ERROR GPU)."""
     head: _Line = [_Seg(label, "36"), _Seg(" "), _Seg(name, "34"), _Seg(" | ")]
     if gpu.state is not GpuState.OK:
-        reason = f" ({gpu.error})" if gpu.error else ""
-        return [*head, _Seg(f"{gpu.state.value.upper()}{reason}", "1;31")]
+        return [*head, _Seg(state_text(gpu), "1;31")]
     return head + _metrics(gpu, options, g)
+
+
+def state_text(gpu: GpuSample) -> str:
+    """A GPU that is not OK in words: ``LOST (reason)``, ``NOT RESPONDING for 5 s (call ...)``."""
+    if gpu.state is GpuState.NOT_RESPONDING:
+        since = f" for {gpu.stale_s:.0f} s" if gpu.stale_s is not None else ""
+        reason = f" ({gpu.error})" if gpu.error else ""
+        return f"NOT RESPONDING{since}{reason}"
+    reason = f" ({gpu.error})" if gpu.error else ""
+    return f"{gpu.state.value.upper()}{reason}"
 
 
 def _gpu_line(head: _Line, tokens: list[_Line], width: int, ellipsis: str) -> _Line:

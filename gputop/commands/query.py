@@ -3,6 +3,13 @@
 Same field names, headers and value text as nvidia-smi (see :mod:`gputop.commands.query_fields`), so
 existing parsers keep working; ``--format=json`` writes one JSON object per row instead. Samples
 are taken on a fixed schedule (no drift), every line is flushed, Ctrl-C ends cleanly.
+
+Each sample waits for the driver at most ``--timeout`` (in a loop: until its row is due, see
+gputop.commands.schedule.Rows). A GPU that did not answer in time still gets its row, each
+reading ``[Unknown Error]`` (nvidia-smi's text for a call that failed for no stated reason);
+the identity fields the driver gave when it opened (index, name, uuid, pci.bus_id, ...) and
+the timestamp print as usual. A run that ends by itself (no loop, or ``--count``) then exits 3,
+and one line on stderr says which call hung.
 """
 
 from __future__ import annotations
@@ -18,11 +25,13 @@ from typing import IO
 
 from gputop.argtypes import (
     INTERVAL_BOUNDS_HELP,
+    add_timeout_argument,
     interval_milliseconds,
     interval_seconds,
     positive_int,
 )
 from gputop.commands.query_fields import (
+    UNKNOWN_ERROR,
     AppField,
     AppRow,
     Field,
@@ -34,8 +43,9 @@ from gputop.commands.query_fields import (
     parse_gpu_fields,
     wanted_readings,
 )
-from gputop.commands.schedule import run_on_schedule
-from gputop.engine.model import GpuSample, ProcessType, Snapshot
+from gputop.commands.schedule import Rows, run_on_schedule
+from gputop.engine.deadline import DEFAULT_TIMEOUT_S, timeout_of
+from gputop.engine.model import GpuSample, GpuState, ProcessType, Snapshot
 from gputop.engine.sanitize import json_safe
 from gputop.engine.source import Source, source_from_args
 from gputop.errors import UsageError
@@ -77,6 +87,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "-i", "--id", metavar="IDS", help="only these GPUs: index, UUID or PCI bus id, comma list"
     )
     parser.add_argument("--count", type=positive_int, metavar="N", help="stop after N samples")
+    add_timeout_argument(
+        parser,
+        default_s=DEFAULT_TIMEOUT_S,
+        then="with -l, a row waits at most until it is due; a GPU that did not answer shows "
+        "[Unknown Error], exit 3 (unless the loop is endless)",
+    )
     parser.add_argument(
         "--help-query-gpu", action="store_true", help="list the supported --query-gpu fields"
     )
@@ -199,9 +215,17 @@ def gpu_lines(
             lines.append(json_safe(json.dumps(record, ensure_ascii=False)))
         else:
             lines.append(
-                ", ".join(csv_cell(field_text(f, snapshot, gpu, units=fmt.units)) for f in fields)
+                ", ".join(csv_cell(gpu_cell(f, snapshot, gpu, units=fmt.units)) for f in fields)
             )
     return lines
+
+
+def gpu_cell(field: Field, snapshot: Snapshot, gpu: GpuSample, *, units: bool = True) -> str:
+    """One CSV cell: as nvidia-smi prints it, and ``[Unknown Error]`` for every value a GPU that
+    did not answer in time could not give (its known identity fields print as usual)."""
+    if gpu.state is GpuState.NOT_RESPONDING and gpu_value(field, snapshot, gpu) is None:
+        return UNKNOWN_ERROR
+    return field_text(field, snapshot, gpu, units=units)
 
 
 def app_lines(
@@ -303,7 +327,10 @@ def _log(
     header: str,
     lines_of: Callable[[Snapshot, Sequence[int]], list[str]],
 ) -> int:
-    first: list[Snapshot] = [source.snapshot()]
+    interval = _interval_s(args)
+    rows = Rows(source, interval_s=interval, timeout_s=timeout_of(args), count=args.count)
+    first: list[Snapshot] = [rows.first()]
+    start = first[0].taken_at_mono
     indices = select_gpus(first[0], args.id)
     with _output(args.filename) as out:
         if fmt.header:
@@ -311,17 +338,22 @@ def _log(
             out.flush()
 
         def tick(k: int) -> None:
-            snapshot = first.pop() if first else source.snapshot()
-            for line in lines_of(snapshot, indices):
-                out.write(line + "\n")
-                out.flush()  # `| tee` and `tail -f` see each row at once
+            snapshot = first.pop() if first else rows.next()
+            for index in indices:
+                gpu = snapshot.gpu(index)
+                if gpu is None:
+                    continue
+                for line in lines_of(rows.stamped(snapshot, gpu), (index,)):
+                    out.write(line + "\n")
+                    out.flush()  # `| tee` and `tail -f` see each row at once
+            rows.shown(snapshot, indices)
 
         # Ctrl-C is how a loop ends: everything written so far is complete.
         with contextlib.suppress(KeyboardInterrupt):
             run_on_schedule(
                 tick,
-                interval_s=_interval_s(args),
+                interval_s=interval,
                 count=args.count,
-                start=first[0].taken_at_mono,  # the first row is on the schedule too
+                start=start,  # the first row is on the schedule too
             )
-    return 0
+    return rows.finish()

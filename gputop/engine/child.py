@@ -10,6 +10,8 @@ parent -> child                         child -> parent
                                         a reading is slow, ("gpu", seq, GpuSample) for each GPU
                                         that has answered
 ("probes", probes, explain)             (nothing: the next reads carry them)
+("flush", seq)                          the GPUs of reading seq that answered, its "slow",
+                                        then ("flushed", seq): a one-shot's time is up
 ("bye",)                                (exits at once)
                                         ("slow", seq, call, gpu, seconds): a call is taking long
 
@@ -111,8 +113,23 @@ class _Child:
                 self.leave(clean=False)
             elif message[0] == "bye":
                 self.leave(clean=True)
+            elif message[0] == "flush":
+                self.flush(int(message[1]))
             else:
                 self.requests.put(message)
+
+    def flush(self, seq: int) -> None:
+        """Send what reading ``seq`` has so far and the call it is in; then ``flushed``."""
+        with self._lock:
+            busy, progress = self._busy, self._progress
+        if busy is not None and busy[0] == seq:
+            frame = sys._current_frames().get(self.main_ident)
+            if progress is not None:
+                progress.send_new()
+            elapsed = time.monotonic() - busy[1]
+            self._send(("slow", seq, current_call(frame), current_gpu(frame), elapsed))
+            del frame
+        self._send(("flushed", seq))
 
     def watchdog(self) -> None:
         """Say which call the main thread is stuck in, while it is stuck."""

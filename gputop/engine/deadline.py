@@ -1,21 +1,49 @@
-"""One reading with a deadline: what one-shot commands and logging loops use instead of waiting.
+"""Readings with a deadline: what one-shot commands and logging loops use instead of waiting.
 
 A source that runs the driver in its own process (gputop.engine.isolated) answers
 ``snapshot_within(timeout_s)`` with what it has when the time is up: the GPUs that answered, and
 for each that did not a GpuSample in state NOT_RESPONDING (``stale_s``: how long it was waited
 for), with ``Snapshot.driver_note`` naming the call that hung. Any other source is read on a
-daemon thread; if it does not return in time there is nothing to show, so DriverTimeout.
+daemon thread; if it does not return in time there is nothing to show, so DriverTimeout (or, in
+a loop that has seen the GPUs before, every GPU NOT_RESPONDING).
+
+:class:`Readings` is the loops' reader: one reading per row, each within its own time limit, and
+never the same GPU reading handed out twice (a driver stuck on GPU 3 answers the next rows with
+the very reading it began rows ago: the GPUs of it already shown are NOT_RESPONDING there).
 """
 
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 from gputop.engine.model import GpuSample, GpuState, Snapshot
 from gputop.engine.source import Source
 from gputop.errors import DriverTimeout
 
 DEFAULT_TIMEOUT_S = 5.0  # one-shots: long enough for a slow but healthy 8-GPU box
+ROW_SHARE = 0.9  # a loop's row waits for its reading at most this share of the interval ...
+MIN_ROW_WAIT_S = 0.5  # ... but never less than this: a healthy driver must be able to answer
+
+
+def timeout_of(args: object) -> float:
+    """The ``--timeout`` a command was given (the option stores no default), else the default."""
+    value = getattr(args, "timeout", None)
+    return DEFAULT_TIMEOUT_S if value is None else float(value)
+
+
+def row_timeout(interval_s: float | None, timeout_s: float) -> float:
+    """How long one row of a loop waits for its reading: until it must be printed, at most.
+
+    ``min(timeout, max(0.9 * interval, 0.5))``; without an interval (back-to-back samples) the
+    whole ``timeout_s``. Below an interval of about 0.56 s a hung driver slows the rows down to
+    one per 0.5 s: a shorter wait would call a healthy but slow driver NOT RESPONDING.
+    """
+    if interval_s is None:
+        return timeout_s
+    return min(timeout_s, max(ROW_SHARE * interval_s, MIN_ROW_WAIT_S))
 
 
 def read_within(source: Source, timeout_s: float) -> Snapshot:
@@ -24,27 +52,7 @@ def read_within(source: Source, timeout_s: float) -> Snapshot:
     Raises DriverTimeout when nothing at all came back in time (the driver hung before it could
     even list its GPUs, or a source that cannot report part of a reading).
     """
-    within = getattr(source, "snapshot_within", None)
-    if within is not None:
-        snapshot: Snapshot = within(timeout_s)
-        return snapshot
-    box: list[Snapshot] = []
-    failure: list[BaseException] = []
-
-    def read() -> None:
-        try:
-            box.append(source.snapshot())
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-            failure.append(exc)
-
-    thread = threading.Thread(target=read, name="gputop-deadline", daemon=True)
-    thread.start()
-    thread.join(timeout_s)
-    if failure:
-        raise failure[0]
-    if not box:
-        raise DriverTimeout(f"the NVIDIA driver did not answer within {_seconds(timeout_s)}")
-    return box[0]
+    return Readings(source).read(timeout_s)
 
 
 def not_responding(snapshot: Snapshot) -> tuple[GpuSample, ...]:
@@ -64,6 +72,154 @@ def timeout_message(snapshot: Snapshot) -> str | None:
     noun = "GPU" if len(silent) == 1 else "GPUs"
     why = snapshot.driver_note or "the driver did not answer in time"
     return f"{noun} {which} NOT RESPONDING: {why}"
+
+
+def placeholder(gpu: GpuSample, *, error: str, stale_s: float | None) -> GpuSample:
+    """``gpu`` NOT_RESPONDING: its identity kept, every reading None."""
+    return GpuSample(
+        index=gpu.index,
+        state=GpuState.NOT_RESPONDING,
+        error=error,
+        stale_s=stale_s,
+        cuda_index=gpu.cuda_index,
+        uuid=gpu.uuid,
+        name=gpu.name,
+        pci_bus_id=gpu.pci_bus_id,
+        compute_capability=gpu.compute_capability,
+        minor_number=gpu.minor_number,
+        serial=gpu.serial,
+    )
+
+
+@dataclass(eq=False)
+class _Pending:
+    """One ``source.snapshot()`` running on a daemon thread (a source without snapshot_within)."""
+
+    started: float
+    done: threading.Event = field(default_factory=threading.Event)
+    result: Snapshot | None = None
+    failure: BaseException | None = None
+
+
+class Readings:
+    """Readings of one source, each within a time limit, no GPU reading handed out twice.
+
+    ``read(timeout_s)`` returns a snapshot in which every GPU is either a reading not returned
+    before or NOT_RESPONDING. It raises DriverTimeout only while nothing is known about the GPUs
+    (no reading yet); afterwards a source that gave nothing in time gives a snapshot of its
+    known GPUs, all NOT_RESPONDING. Errors other than a timeout are raised as they come.
+    """
+
+    def __init__(self, source: Source, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.source = source
+        self._clock = clock
+        self._pending: _Pending | None = None
+        self._known: Snapshot | None = None  # the last snapshot handed out: the GPUs' identities
+        # (seq, GPU indices handed out from it) of the last partial reading handed out
+        self._partial: tuple[int, frozenset[int]] | None = None
+
+    def first(self, open_timeout_s: float, row_timeout_s: float) -> Snapshot:
+        """A loop's first reading: the driver gets ``open_timeout_s`` to start (a driver process
+        spawns and opens NVML first), the reading itself ``row_timeout_s``.
+
+        A source that cannot report part of a reading gets the whole ``open_timeout_s``: before
+        its first reading nothing about its GPUs is known, so there is nothing to print instead.
+        """
+        if getattr(self.source, "snapshot_within", None) is None:
+            return self.read(open_timeout_s)
+        wait_ready = getattr(self.source, "wait_ready", None)
+        if wait_ready is not None and not wait_ready(open_timeout_s):
+            note = getattr(self.source, "driver_note", None)
+            detail = f" ({note})" if isinstance(note, str) and note else ""
+            raise DriverTimeout(
+                f"the NVIDIA driver did not answer within {_seconds(open_timeout_s)}{detail}"
+            )
+        return self.read(row_timeout_s)
+
+    def read(self, timeout_s: float) -> Snapshot:
+        """The next reading within ``timeout_s`` (see the class docstring)."""
+        started, started_wall = self._clock(), time.time()
+        try:
+            snapshot = self._fetch(timeout_s)
+        except DriverTimeout as exc:
+            known = self._known
+            if known is None:
+                raise
+            pending = self._pending
+            waited = self._clock() - (pending.started if pending is not None else started)
+            note = str(exc)
+            snapshot = Snapshot(
+                seq=known.seq,
+                taken_at_wall=started_wall,
+                taken_at_mono=started,
+                system=known.system,
+                gpus=tuple(placeholder(g, error=note, stale_s=waited) for g in known.gpus),
+                driver_note=note,
+                sampler_restarts=known.sampler_restarts,
+            )
+        snapshot = self._not_twice(snapshot)
+        self._known = snapshot
+        return snapshot
+
+    def _fetch(self, timeout_s: float) -> Snapshot:
+        within = getattr(self.source, "snapshot_within", None)
+        if within is not None:
+            snapshot: Snapshot = within(timeout_s)
+            return snapshot
+        pending = self._pending
+        if pending is None or pending.done.is_set():
+            # Nothing in flight, or a reading that came in after its row was printed: it is old
+            # by now (the driver process's source does the same), so read anew.
+            pending = self._pending = self._start()
+        pending.done.wait(timeout_s)
+        if not pending.done.is_set():
+            raise DriverTimeout(f"the NVIDIA driver did not answer within {_seconds(timeout_s)}")
+        self._pending = None
+        if pending.failure is not None:
+            raise pending.failure
+        assert pending.result is not None
+        return pending.result
+
+    def _start(self) -> _Pending:
+        pending = _Pending(started=self._clock())
+        source = self.source
+
+        def read() -> None:
+            try:
+                pending.result = source.snapshot()
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the reader's thread
+                pending.failure = exc
+            finally:
+                pending.done.set()
+
+        threading.Thread(target=read, name="gputop-deadline", daemon=True).start()
+        return pending
+
+    def _not_twice(self, snapshot: Snapshot) -> Snapshot:
+        """GPUs whose reading from this very driver reading was handed out before become
+        NOT_RESPONDING (there is no new reading of them); remembers what is handed out now."""
+        previous = self._partial
+        if previous is not None and previous[0] == snapshot.seq:
+            shown = previous[1]
+            silent = not_responding(snapshot)
+            waited = max((g.stale_s for g in silent if g.stale_s is not None), default=None)
+            why = f"no new reading: {snapshot.driver_note or 'the driver is busy'}"
+            gpus = tuple(
+                placeholder(g, error=why, stale_s=waited)
+                if g.index in shown and g.state is not GpuState.NOT_RESPONDING
+                else g
+                for g in snapshot.gpus
+            )
+            if gpus != snapshot.gpus:
+                snapshot = replace(snapshot, gpus=gpus)
+        else:
+            shown = frozenset()
+        if not_responding(snapshot):
+            answered = {g.index for g in snapshot.gpus if g.state is not GpuState.NOT_RESPONDING}
+            self._partial = (snapshot.seq, shown | answered)
+        else:
+            self._partial = None
+        return snapshot
 
 
 def _seconds(value: float) -> str:

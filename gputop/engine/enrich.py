@@ -284,7 +284,9 @@ class DeviceMap:
     def of(cls, gpus: Iterable[GpuSample]) -> DeviceMap:
         """The map for one snapshot's GPUs."""
         gpus = tuple(gpus)
-        lost = frozenset(g.index for g in gpus if g.state is GpuState.LOST)
+        # A GPU that did not answer in time lists no contexts either: its users are not known
+        # to be stuck, as on a lost one.
+        lost = frozenset(g.index for g in gpus if g.state in _SILENT)
         return cls(
             by_minor={g.minor_number: g.index for g in gpus if g.minor_number is not None},
             lost=lost,
@@ -313,10 +315,13 @@ class DeviceMap:
         return found, tuple(on_lost)
 
 
+_SILENT = (GpuState.LOST, GpuState.NOT_RESPONDING)
+
+
 def _lost_note(files: tuple[str, ...]) -> str:
     return (
-        f"holds {', '.join(files)} of a GPU the driver has lost, so whether it still uses "
-        "that GPU cannot be known"
+        f"holds {', '.join(files)} of a GPU the driver has lost or that did not answer, so "
+        "whether it still uses that GPU cannot be known"
     )
 
 

@@ -39,6 +39,7 @@ BACKOFF_FIRST_S = 0.5
 BACKOFF_MAX_S = 30.0
 GOODBYE_GRACE_S = 0.3  # for the demo's processes to be stopped; a real driver process exits at once
 SLOW_NOTE_AFTER_S = 0.5  # a reading in flight this long is named in driver_note
+FLUSH_WAIT_S = 0.1  # of a one-shot's time: asking the driver process for what it has so far
 _STDERR_KEEP = 64 * 1024
 
 # argv of the driver process: ours alone (no user input); -P keeps the working directory off
@@ -79,6 +80,7 @@ class _Process:
     gpus: dict[int, list[GpuSample]] = field(default_factory=dict)  # seq -> GPUs read so far
     results: dict[int, Snapshot | str] = field(default_factory=dict)  # seq -> reading or failure
     slow: dict[int, tuple[str | None, int | None, float]] = field(default_factory=dict)
+    flushed: set[int] = field(default_factory=set)  # readings whose answered GPUs are all here
     stderr_tail: collections.deque[bytes] = field(
         default_factory=lambda: collections.deque(maxlen=64)
     )
@@ -148,7 +150,8 @@ class IsolatedSource:
                 return f"waiting for the driver: {call} not answering for {waited:.0f} s"
             if inflight is None or now - inflight[1] < SLOW_NOTE_AFTER_S:
                 return None
-            return _slow_note(proc.slow.get(inflight[0]), now - inflight[1], "not answering for")
+            waited = now - inflight[1]
+            return _slow_note(proc.slow.get(inflight[0]), f"not answering for {waited:.0f} s")
 
     def wait_ready(self, timeout_s: float) -> bool:
         """Wait up to ``timeout_s`` for the driver to be open; False if it is not yet.
@@ -187,6 +190,15 @@ class IsolatedSource:
         with self._cond:
             self._cond.wait_for(
                 lambda: seq in proc.results or proc.death is not None,
+                max(0.0, deadline - FLUSH_WAIT_S - time.monotonic()),
+            )
+        if seq not in proc.results and proc.death is None:
+            # Not done yet: have the driver process send the GPUs that did answer (and the call
+            # it is stuck in) now, rather than at its watchdog's next look.
+            self._send(proc, ("flush", seq))
+        with self._cond:
+            self._cond.wait_for(
+                lambda: seq in proc.results or seq in proc.flushed or proc.death is not None,
                 max(0.0, deadline - time.monotonic()),
             )
             if seq in proc.results:
@@ -307,6 +319,8 @@ class IsolatedSource:
             proc.results[message[1]] = clean(str(message[2]))
         elif kind == "slow":
             proc.slow[message[1]] = (message[2], message[3], message[4])
+        elif kind == "flushed":
+            proc.flushed.add(message[1])
         elif kind == "hello":
             proc.hello = dict(message[1])
             self._last_hello = proc.hello
@@ -382,6 +396,7 @@ class IsolatedSource:
             raise DriverCrashed(self._crash_note or f"the NVIDIA driver crashed ({proc.death})")
         result = proc.results.pop(seq)
         proc.slow.pop(seq, None)
+        proc.flushed.discard(seq)
         if self._inflight is not None and self._inflight[0] == seq:
             self._inflight = None
         if isinstance(result, str):
@@ -428,7 +443,7 @@ class IsolatedSource:
             gpus.append(
                 replace(identity, state=GpuState.NOT_RESPONDING, error=error, stale_s=waited)
             )
-        note = crash or _slow_note(slow, timeout_s, "did not return within")
+        note = crash or _slow_note(slow, f"did not return within {timeout_s:g} s")
         system = hello.get("system") or SystemInfo(hostname="")
         return Snapshot(
             seq=seq or 0,
@@ -459,12 +474,10 @@ class IsolatedSource:
         self._guard = {"guard_fd": tty, "termios": attrs, "fault_fd": read_end}
 
 
-def _slow_note(slow: tuple[str | None, int | None, float] | None, seconds: float, verb: str) -> str:
+def _slow_note(slow: tuple[str | None, int | None, float] | None, what: str) -> str:
     call, gpu = (slow[0], slow[1]) if slow else (None, None)
     where = f" (GPU {gpu})" if gpu is not None else ""
-    if call:
-        return f"{call}{where} {verb} {seconds:.0f} s"
-    return f"the NVIDIA driver{where} {verb} {seconds:.0f} s"
+    return f"{call or 'the NVIDIA driver'}{where} {what}"
 
 
 def _drain(proc: _Process) -> None:

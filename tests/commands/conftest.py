@@ -32,20 +32,26 @@ class Result:
 def run_cli(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> Callable[..., Result]:
-    """run_cli(source, "query", "--query-gpu=index"): gputop.cli.main on that source."""
+    """run_cli(source, "query", "--query-gpu=index"): gputop.cli.main on that source.
+
+    Every command gets ``source``: query and dmon look source_from_args up in their modules,
+    --once, --json and doctor import it from gputop.engine.source when they run.
+    """
     import gputop.commands.dmon
     import gputop.commands.query
+    import gputop.engine.source
 
     monkeypatch.setattr(gputop.commands.query, "process_name", FAKE_NAMES.get)
 
     def run(source: Source | None, *argv: str) -> Result:
-        def opened(args: object) -> Source:
+        def opened(args: object, **_options: object) -> Source:
             if source is None:
                 raise AssertionError("the source must not be opened")
             return source
 
         monkeypatch.setattr(gputop.commands.query, "source_from_args", opened)
         monkeypatch.setattr(gputop.commands.dmon, "source_from_args", opened)
+        monkeypatch.setattr(gputop.engine.source, "source_from_args", opened)
         rc = main(list(argv))
         captured = capsys.readouterr()
         return Result(rc, captured.out, captured.err)

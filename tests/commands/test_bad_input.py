@@ -27,6 +27,9 @@ def gputop(
     prefix: list[str] = []
     if user is not None:
         prefix = ["setpriv", f"--reuid={user}", "--regid=nogroup", "--clear-groups"]
+        # setpriv starts the interpreter from root's own folder, which that user could not
+        # start again for a driver process: the scenario is read in gputop's process instead.
+        env["GPUTOP_IN_PROCESS"] = "1"
     return subprocess.run(
         [*prefix, sys.executable, "-m", "gputop", *argv],
         capture_output=True,

@@ -97,7 +97,6 @@ class IsolatedSource:
 
     ``guard_terminal`` (the dashboard): if gputop itself dies without closing, the driver
     process puts the terminal back and saves gputop's faulthandler dump to a file.
-    ``clock`` is for tests: time.monotonic by default.
     """
 
     def __init__(self, config: DriverConfig, *, guard_terminal: bool = False) -> None:
@@ -384,6 +383,12 @@ class IsolatedSource:
             inflight = self._inflight
             if inflight is not None and inflight[0] not in proc.results and proc.death is None:
                 return inflight[0]
+            # A reading that finished after its caller stopped waiting is not handed out late
+            # (a logging loop would print old values as new): forget it, and all it said.
+            for kept in (proc.results, proc.gpus, proc.slow):
+                for old in [s for s in kept if s]:  # s == 0: what opening the driver said
+                    del kept[old]
+            proc.flushed.clear()
             self._seq += 1
             self._inflight = (self._seq, time.monotonic(), time.time())
             seq = self._seq

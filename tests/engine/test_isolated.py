@@ -368,3 +368,29 @@ def test_a_short_timeout_still_gets_the_gpus_that_answered(
     states = [g.state for g in snap.gpus]
     assert states == [GpuState.OK, GpuState.OK, GpuState.NOT_RESPONDING]
     assert snap.driver_note == "nvmlDeviceGetTemperature (GPU 2) did not return within 0.3 s"
+
+
+def test_a_reading_that_comes_too_late_is_dropped_not_kept(
+    opened: Callable[..., IsolatedSource], scenario_file: Callable[[str], str]
+) -> None:
+    path = scenario_file("""
+        [[fault]]
+        call = "nvmlDeviceGetTemperature"
+        kind = "hang"
+        after_s = 2.0
+        until_s = 3.0
+    """)
+    source = opened(scenario=path)
+    source.snapshot()
+    end = time.monotonic() + 8
+    late = None
+    while time.monotonic() < end and late is None:
+        snap = source.snapshot_within(0.3)
+        if any(g.state is not GpuState.OK for g in snap.gpus):
+            late = snap.seq
+    assert late is not None
+    time.sleep(1.5)  # the hang ends; the late reading arrives with nobody waiting for it
+    fresh = source.snapshot_within(5)
+    assert fresh.seq > late and all(g.state is GpuState.OK for g in fresh.gpus)
+    proc = source._proc
+    assert proc is not None and late not in proc.results and not proc.gpus

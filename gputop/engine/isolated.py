@@ -109,7 +109,8 @@ class IsolatedSource:
         self._probes: tuple[Any, Any] | None = None
         self._crashes_in_row = 0
         self._next_start = 0.0
-        self._crash_note: str | None = None
+        self._crash_note: str | None = None  # "DRIVER CRASHED (why)" until a good reading
+        self._crashed_at = 0.0
         self._last_hello: dict[str, Any] | None = None
         self._clock_origin = time.monotonic()
         self._guard: dict[str, Any] = {}
@@ -135,7 +136,7 @@ class IsolatedSource:
         """What is wrong with the driver right now, in one line; None when all is well."""
         with self._cond:
             if self._crash_note is not None:
-                return self._crash_note
+                return f"{self._crash_note} — restarting"
             proc, inflight = self._proc, self._inflight
             now = time.monotonic()
             if proc is None:
@@ -252,6 +253,7 @@ class IsolatedSource:
         proc = self._spawn()
         with self._cond:
             self._proc = proc
+            self._inflight = None  # the dead process's reading will never come
         return proc
 
     def _spawn(self) -> _Process:
@@ -342,8 +344,8 @@ class IsolatedSource:
                 self._crashes_in_row += 1
                 delay = min(BACKOFF_FIRST_S * 2 ** (self._crashes_in_row - 1), BACKOFF_MAX_S)
                 self._next_start = time.monotonic() + delay
-                self._crash_note = f"DRIVER CRASHED ({proc.death}) — restarting"
-                self._inflight = None
+                self._crash_note = f"DRIVER CRASHED ({proc.death})"
+                self._crashed_at = time.monotonic()
             self._cond.notify_all()
         proc.buried.set()
 
@@ -427,8 +429,9 @@ class IsolatedSource:
                 started, started_wall = inflight[1], inflight[2]
                 answered = list(proc.gpus.get(seq, ()))
                 slow = proc.slow.get(seq)
-            crash = self._crash_note
-        waited = now - started
+            crash, crashed_at = self._crash_note, self._crashed_at
+        # How long each silent GPU has given nothing: since the request, or since the crash.
+        waited = now - (crashed_at if crash is not None else started)
         by_index = {g.index: g for g in answered}
         call, stuck_gpu = (slow[0], slow[1]) if slow else (None, None)
         gpus = []

@@ -566,3 +566,20 @@ def test_a_schedule_start_in_the_future_or_long_ago_is_now() -> None:
             sleep=sleep,
         )
         assert [s - started[0] for s in started] == [0.0, 1.0, 2.0]
+
+
+def test_a_driver_that_crashes_in_a_call_ends_a_one_shot_with_its_name(tmp_path: Path) -> None:
+    path = tmp_path / "crash.toml"
+    path.write_text(
+        '[[gpu]]\nname = "NVIDIA T4"\ncount = 2\n'
+        '[[fault]]\ncall = "nvmlDeviceGetPowerUsage"\nkind = "crash"\ngpu = 1\n',
+        encoding="utf-8",
+    )
+    result, took = gputop("--scenario", str(path), "--once", "--timeout", "5")
+    assert result.returncode == 3, result.stderr
+    crashed = "DRIVER CRASHED (SIGSEGV in libnvidia-ml: nvmlDeviceGetPowerUsage)"
+    lines = result.stdout.splitlines()
+    assert len(lines) == 3 and all("NOT RESPONDING" in line for line in lines[1:])
+    assert result.stderr == f"gputop: GPUs 0, 1 NOT RESPONDING: {crashed}\n"
+    assert "Traceback" not in result.stderr and "Fatal Python error" not in result.stderr
+    assert took < 5  # a crash is known at once: no waiting for the timeout

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from gputop.engine.isolated import DriverConfig, DriverCrashed, IsolatedSource
-from gputop.engine.model import GpuState
+from gputop.engine.model import GpuState, Snapshot
 from gputop.engine.ourselves import is_ourselves
 from gputop.engine.sampler import Sampler
 from gputop.engine.source import open_source
@@ -56,6 +56,19 @@ def _gone_within(pid: int, seconds: float) -> bool:
             return True
         time.sleep(0.02)
     return not _alive(pid)
+
+
+def first_silent(source: IsolatedSource, timeout_s: float) -> tuple[Snapshot, float]:
+    """Read with ``snapshot_within(timeout_s)`` until a GPU does not answer (at most 8 s):
+    that reading, and how long its call took."""
+    end = time.monotonic() + 8
+    while True:
+        began = time.monotonic()
+        snap = source.snapshot_within(timeout_s)
+        took = time.monotonic() - began
+        if any(g.state is not GpuState.OK for g in snap.gpus) or time.monotonic() > end:
+            return snap, took
+        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -220,14 +233,7 @@ def test_a_hang_mid_reading_gives_what_answered_and_marks_the_rest(
     """)
     source = opened(scenario=path)
     assert all(g.state is GpuState.OK for g in source.snapshot_within(5).gpus)
-    end = time.monotonic() + 8
-    while time.monotonic() < end:
-        began = time.monotonic()
-        snap = source.snapshot_within(1.0)
-        took = time.monotonic() - began
-        if any(g.state is not GpuState.OK for g in snap.gpus):
-            break
-        time.sleep(0.05)
+    snap, took = first_silent(source, 1.0)
     assert took < 2.5  # the call hangs for 3 s: the deadline, not the driver, ended it
     states = [g.state for g in snap.gpus]
     assert states == [GpuState.OK, GpuState.NOT_RESPONDING, GpuState.NOT_RESPONDING]
@@ -256,10 +262,7 @@ def test_close_never_waits_for_a_driver_process_stuck_in_a_call(
     source.snapshot()
     pid = source.pid
     assert pid is not None
-    end = time.monotonic() + 8
-    while time.monotonic() < end:  # until a reading is stuck in the driver for good
-        if any(g.state is not GpuState.OK for g in source.snapshot_within(0.3).gpus):
-            break
+    first_silent(source, 0.3)  # a reading is now stuck in the driver for good
     began = time.monotonic()
     source.close()
     assert time.monotonic() - began < 2.0  # never waits for the process (stuck for ever)
@@ -359,12 +362,8 @@ def test_a_short_timeout_still_gets_the_gpus_that_answered(
     """)
     source = opened(scenario=path)
     source.snapshot()
-    end = time.monotonic() + 8
-    while time.monotonic() < end:
-        # 0.3 s: shorter than the driver process's watchdog takes to speak up by itself.
-        snap = source.snapshot_within(0.3)
-        if any(g.state is not GpuState.OK for g in snap.gpus):
-            break
+    # 0.3 s: shorter than the driver process's watchdog takes to speak up by itself.
+    snap, _ = first_silent(source, 0.3)
     states = [g.state for g in snap.gpus]
     assert states == [GpuState.OK, GpuState.OK, GpuState.NOT_RESPONDING]
     assert snap.driver_note == "nvmlDeviceGetTemperature (GPU 2) did not return within 0.3 s"
@@ -382,13 +381,9 @@ def test_a_reading_that_comes_too_late_is_dropped_not_kept(
     """)
     source = opened(scenario=path)
     source.snapshot()
-    end = time.monotonic() + 8
-    late = None
-    while time.monotonic() < end and late is None:
-        snap = source.snapshot_within(0.3)
-        if any(g.state is not GpuState.OK for g in snap.gpus):
-            late = snap.seq
-    assert late is not None
+    silent, _ = first_silent(source, 0.3)
+    assert any(g.state is GpuState.NOT_RESPONDING for g in silent.gpus)
+    late = silent.seq
     time.sleep(1.5)  # the hang ends; the late reading arrives with nobody waiting for it
     fresh = source.snapshot_within(5)
     assert fresh.seq > late and all(g.state is GpuState.OK for g in fresh.gpus)

@@ -25,11 +25,12 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import IO, Any
 
 from gputop.engine.crash import describe_exit
-from gputop.engine.model import GpuSample, GpuState, Snapshot, SystemInfo
+from gputop.engine.deadline import placeholder
+from gputop.engine.model import GpuSample, Snapshot, SystemInfo
 from gputop.engine.ourselves import add_helper, drop_helper
 from gputop.engine.sanitize import clean
 from gputop.engine.wire import Sender, WireError, receive
@@ -448,9 +449,7 @@ class IsolatedSource:
                 error = f"not read: the driver is stuck on GPU {stuck_gpu}"
             else:
                 error = f"{call} did not return" if call else "no answer"
-            gpus.append(
-                replace(identity, state=GpuState.NOT_RESPONDING, error=error, stale_s=waited)
-            )
+            gpus.append(placeholder(identity, error=error, stale_s=waited))
         note = crash or _slow_note(slow, f"did not return within {timeout_s:g} s")
         system = hello.get("system") or SystemInfo(hostname="")
         return Snapshot(

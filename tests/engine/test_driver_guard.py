@@ -1,133 +1,77 @@
 """The last-resort guard: gputop dies with the dashboard up, its driver process mends the terminal.
 
-A real pseudo-terminal: a gputop-like process puts it in raw mode, the alternate screen and
-mouse tracking, as Textual does, and is then killed (SIGKILL) or crashes (SIGSEGV).
+The real dashboard on a pseudo-terminal (tests/pty_terminal.py): Textual puts it in raw mode, the
+alternate screen and mouse tracking; then gputop is killed (SIGKILL) or crashes (SIGSEGV), so
+Textual never gets to undo any of it.
 """
 
 from __future__ import annotations
 
 import os
-import pty
-import select
 import signal
-import subprocess
-import sys
 import termios
-import time
 from pathlib import Path
 
+import psutil
+
 from gputop.engine.child import TERMINAL_RESET
-
-ROOT = Path(__file__).resolve().parents[2]
-
-DASHBOARD_LIKE = """
-import os, sys, time, tty
-from gputop.engine.source import open_source
-source = open_source(demo="dgx", isolated=True, guard_terminal=True)
-source.snapshot()
-tty.setraw(2)
-os.write(2, b"\\x1b[?1049h\\x1b[?1000h\\x1b[?1003h\\x1b[?25l")
-print(source.pid, flush=True)
-time.sleep(60)
-"""
+from tests.processes import gone_within
+from tests.pty_terminal import Terminal, clean_env, on_terminal
 
 
-def _read_until(fd: int, needle: bytes, seconds: float) -> bytes:
-    seen = b""
-    end = time.monotonic() + seconds
-    while needle not in seen and time.monotonic() < end:
-        ready, _, _ = select.select([fd], [], [], 0.1)
-        if ready:
-            try:
-                chunk = os.read(fd, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            seen += chunk
-    return seen
+def _driver_process(term: Terminal) -> int:
+    for child in psutil.Process(term.proc.pid).children():
+        if "gputop.engine.child" in " ".join(child.cmdline()):
+            return child.pid
+    raise AssertionError("the dashboard runs no driver process")
 
 
-def _run_and_kill(how: signal.Signals, env: dict[str, str]) -> tuple[bytes, list[int], int]:
-    master, slave = pty.openpty()
-    before = termios.tcgetattr(slave)
-    proc = subprocess.Popen(
-        [sys.executable, "-c", DASHBOARD_LIKE],
-        cwd=ROOT,
-        stdin=slave,
-        stdout=subprocess.PIPE,
-        stderr=slave,
-        env=env,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        driver_pid = int(proc.stdout.readline())
-        assert not termios.tcgetattr(slave)[3] & termios.ICANON  # raw, as a dashboard leaves it
-        os.kill(proc.pid, how)
-        proc.wait(timeout=10)
-        output = _read_until(master, b"\r\n", 5)
-        # The guard writes its line last; give it a moment to finish the whole message.
-        output += _read_until(master, b"\n", 0.5)
-        after = termios.tcgetattr(slave)
-        assert after[3] == before[3], "the terminal's local modes were not put back"
-        return output, after, driver_pid
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        os.close(master)
-        os.close(slave)
-
-
-def _gone(pid: int, seconds: float) -> bool:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.05)
-    return False
+def _kill_the_dashboard(how: signal.Signals, state: Path) -> tuple[str, int]:
+    """Run the dashboard, kill it with ``how``; (what the terminal got after, driver PID)."""
+    env = {**clean_env(), "XDG_STATE_HOME": str(state)}
+    with on_terminal("--demo=dgx", env=env) as term:
+        term.wait_for(b"DEMO")
+        raw = termios.tcgetattr(term.master)  # the pty's modes are the master's too
+        driver = _driver_process(term)
+        assert not raw[3] & termios.ICANON  # raw, as Textual set it
+        before = len(term.output)
+        os.kill(term.proc.pid, how)
+        term.proc.wait(timeout=10)
+        term.wait_for(b"gputop ", timeout_s=5)
+        term.read_for(0.5)  # the rest of the guard's line
+        mended = termios.tcgetattr(term.master)
+        assert mended[3] & termios.ICANON and mended[3] & termios.ECHO, "still in raw mode"
+        return bytes(term.output[before:]).decode("utf-8", "replace"), driver
 
 
 def test_sigkill_leaves_a_working_terminal(tmp_path: Path) -> None:
-    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path)}
-    output, _, driver = _run_and_kill(signal.SIGKILL, env)
-    assert TERMINAL_RESET.encode() in output  # mouse off, cursor on, main screen back
-    assert b"terminal was put back" in output
+    after, driver = _kill_the_dashboard(signal.SIGKILL, tmp_path)
+    assert TERMINAL_RESET in after  # mouse off, cursor on, main screen back
+    assert "terminal was put back" in after
     assert not any(tmp_path.iterdir()), "no crash report for a kill"
-    assert _gone(driver, 3)
+    assert gone_within(driver, 3)
 
 
 def test_a_crash_of_gputop_goes_to_a_file_named_in_one_line(tmp_path: Path) -> None:
-    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path)}
-    output, _, driver = _run_and_kill(signal.SIGSEGV, env)
-    assert TERMINAL_RESET.encode() in output
-    text = output.decode("utf-8", "replace")
-    assert "Fatal Python error" not in text, "the dump went over the screen"
+    after, driver = _kill_the_dashboard(signal.SIGSEGV, tmp_path)
+    assert TERMINAL_RESET in after
+    assert "Fatal Python error" not in after, "the dump went over the screen"
     reports = list((tmp_path / "gputop").glob("crash-*.txt"))
     assert len(reports) == 1
-    line = text[text.index("gputop crashed") :].splitlines()[0]
+    line = after[after.index("gputop crashed") :].splitlines()[0]
     assert line.startswith("gputop crashed (Segmentation fault); the report is in ")
     assert str(reports[0]) in line
     assert "Fatal Python error: Segmentation fault" in reports[0].read_text()
-    assert _gone(driver, 3)
+    assert gone_within(driver, 3)
 
 
-def test_a_clean_exit_leaves_the_terminal_alone() -> None:
-    master, slave = pty.openpty()
-    code = (
-        "from gputop.engine.source import open_source\n"
-        "s = open_source(demo='dgx', isolated=True, guard_terminal=True)\n"
-        "s.snapshot()\n"
-        "s.close()\n"
-    )
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-c", code], cwd=ROOT, stdin=slave, stderr=slave, timeout=60
-        )
-        assert proc.returncode == 0
-        assert _read_until(master, b"\x1b", 1.0) == b""  # not one escape code written
-    finally:
-        os.close(master)
-        os.close(slave)
+def test_a_clean_quit_leaves_the_terminal_to_textual(tmp_path: Path) -> None:
+    env = {**clean_env(), "XDG_STATE_HOME": str(tmp_path)}
+    with on_terminal("--demo=dgx", env=env) as term:
+        term.wait_for(b"DEMO")
+        driver = _driver_process(term)
+        term.type(b"q")
+        assert term.read_to_end() == 0
+    assert TERMINAL_RESET.encode() not in term.output  # the guard wrote nothing
+    assert b"gputop ended" not in term.output and not any(tmp_path.iterdir())
+    assert gone_within(driver, 3)

@@ -26,6 +26,7 @@ from gputop.engine.ourselves import is_ourselves
 from gputop.engine.sampler import Sampler
 from gputop.engine.source import open_source
 from gputop.errors import DriverTimeout, UsageError
+from tests.processes import gone, gone_within
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,27 +36,6 @@ name = "isolation"
 name = "NVIDIA A100-SXM4-80GB"
 count = 3
 """
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie is gone for our purposes (its parent has not collected it yet).
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def _gone_within(pid: int, seconds: float) -> bool:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if not _alive(pid):
-            return True
-        time.sleep(0.02)
-    return not _alive(pid)
 
 
 def first_silent(source: IsolatedSource, timeout_s: float) -> tuple[Snapshot, float]:
@@ -98,7 +78,7 @@ def opened() -> Iterator[Callable[..., IsolatedSource]]:
         pid = source.pid
         source.close()
         if pid is not None:
-            assert _gone_within(pid, 3), f"driver process {pid} outlived close()"
+            assert gone_within(pid, 3), f"driver process {pid} outlived close()"
 
 
 def test_snapshots_come_from_another_process_that_holds_the_driver(
@@ -157,7 +137,7 @@ def test_a_crash_mid_session_is_named_and_the_driver_comes_back(
     note = source.driver_note
     assert note is not None and note.startswith("DRIVER CRASHED (SIGSEGV in libnvidia-ml")
     assert note.endswith("— restarting")
-    assert first_pid is not None and _gone_within(first_pid, 1)
+    assert first_pid is not None and gone_within(first_pid, 1)
     # Restarted with backoff until the scenario's driver stops crashing (at 3 s), then fine.
     end = time.monotonic() + 10
     good = None
@@ -266,7 +246,7 @@ def test_close_never_waits_for_a_driver_process_stuck_in_a_call(
     began = time.monotonic()
     source.close()
     assert time.monotonic() - began < 2.0  # never waits for the process (stuck for ever)
-    assert _gone_within(pid, 2)
+    assert gone_within(pid, 2)
 
 
 def test_the_demo_processes_end_with_the_driver_process(
@@ -276,11 +256,11 @@ def test_the_demo_processes_end_with_the_driver_process(
     snap = source.snapshot()
     dev_dir = Path(source.dev_dir)
     assert dev_dir.is_dir() and dev_dir.name == "dev"
-    actors = {p.pid for g in snap.gpus for p in g.processes if _alive(p.pid)}
+    actors = {p.pid for g in snap.gpus for p in g.processes if not gone(p.pid)}
     assert actors, "the demo's real processes are listed"
     source.close()
     for pid in actors:
-        assert _gone_within(pid, 3), f"demo process {pid} outlived gputop"
+        assert gone_within(pid, 3), f"demo process {pid} outlived gputop"
     assert not dev_dir.parent.exists()
 
 
@@ -302,9 +282,9 @@ def test_when_gputop_is_killed_its_driver_process_and_demo_go_too(tmp_path: Path
     child, dev_dir, listed = int(words[0]), Path(words[1]), [int(w) for w in words[2:]]
     proc.kill()
     proc.wait()
-    assert _gone_within(child, 3)
+    assert gone_within(child, 3)
     for pid in listed:
-        assert _gone_within(pid, 3)
+        assert gone_within(pid, 3)
     end = time.monotonic() + 3
     while dev_dir.parent.exists() and time.monotonic() < end:
         time.sleep(0.05)

@@ -42,6 +42,7 @@ GOODBYE_GRACE_S = 0.3  # for the demo's processes to be stopped; a real driver p
 SLOW_NOTE_AFTER_S = 0.5  # a reading in flight this long is named in driver_note
 FLUSH_WAIT_S = 0.1  # of a one-shot's time: asking the driver process for what it has so far
 _STDERR_KEEP = 64 * 1024
+DUMP_WAIT_S = 3.0  # at most, for the end of a dead driver process's stderr
 
 # argv of the driver process: ours alone (no user input); -P keeps the working directory off
 # sys.path, so a folder named gputop there cannot stand in for this installation.
@@ -336,7 +337,9 @@ class IsolatedSource:
         except subprocess.TimeoutExpired:
             proc.proc.kill()
             returncode = proc.proc.wait()  # killed: SIGKILL ends even a process that hung
-        proc.stderr_done.wait(0.5)
+        # Its stderr ends with it: the whole dump is there once the reader has caught up,
+        # which on a loaded box can take longer than a moment (a cut dump names no call).
+        proc.stderr_done.wait(DUMP_WAIT_S)
         drop_helper(proc.pid)
         why = describe_exit(returncode, b"".join(proc.stderr_tail).decode("utf-8", "replace"))
         with self._cond:

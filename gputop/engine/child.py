@@ -295,11 +295,10 @@ def _continue_scenario_clock(origin_mono: float) -> None:
 
 
 def _stop_demo_processes() -> None:
-    from gputop import sim
+    # Every cast, not just the installed library's: the demo may still be starting.
+    from gputop.sim.actors import stop_all
 
-    lib = sim.active()
-    if lib is not None and lib.cast is not None:
-        lib.cast.stop()
+    stop_all()
 
 
 def _mend_terminal(config: dict[str, Any]) -> None:

@@ -105,10 +105,11 @@ class Cast:
 
     def stop(self) -> None:
         """Kill every actor (and the zombie's parent, which reaps it) and remove the directory."""
-        for pid in self.pids.values():
+        # list(): another thread may still be starting actors (see stop_all).
+        for pid in list(self.pids.values()):
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-        for proc in self._procs:
+        for proc in list(self._procs):
             with contextlib.suppress(OSError):
                 proc.kill()
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -116,10 +117,21 @@ class Cast:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+_STARTED: list[Cast] = []  # every cast of this process, from before its first actor starts
+
+
+def stop_all() -> None:
+    """Stop every cast this process started, including one still starting in another thread
+    (gputop's driver process told to leave while the demo is coming up)."""
+    for cast in _STARTED:
+        cast.stop()
+
+
 def start_cast(specs: tuple[ActorSpec, ...], device_names: tuple[str, ...]) -> Cast:
     """Start every actor and wait until each holds its files; returns their PIDs by name."""
     root = Path(tempfile.mkdtemp(prefix="gputop-demo-"))
     cast = Cast(root=root)
+    _STARTED.append(cast)
     atexit.register(cast.stop)
     dev = root / "dev"
     dev.mkdir()

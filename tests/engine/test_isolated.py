@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from gputop.engine.isolated import DriverConfig, DriverCrashed, IsolatedSource
@@ -369,3 +370,29 @@ def test_a_reading_that_comes_too_late_is_dropped_not_kept(
     assert fresh.seq > late and all(g.state is GpuState.OK for g in fresh.gpus)
     proc = source._proc
     assert proc is not None and late not in proc.results and not proc.gpus
+
+
+def test_closing_while_the_demo_is_still_starting_leaves_nothing_behind() -> None:
+    source = IsolatedSource(DriverConfig(demo="demo"))
+    owner = str(source.pid)
+    first: psutil.Process | None = None
+    end = time.monotonic() + 20
+    while first is None and time.monotonic() < end:  # the first actor is up, others are not
+        for proc in psutil.process_iter():
+            with contextlib.suppress(psutil.Error):
+                if proc.environ().get("GPUTOP_ACTOR_OWNER") == owner:
+                    first = proc
+                    break
+    assert first is not None, "the demo never started"
+    folder = Path(first.cwd())
+    source.close()
+    end = time.monotonic() + 5
+    while folder.exists() and time.monotonic() < end:
+        time.sleep(0.05)
+    assert not folder.exists(), f"{folder} left behind"
+    left = []
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if proc.environ().get("GPUTOP_ACTOR_OWNER") == owner and not gone(proc.pid):
+                left.append(proc.pid)
+    assert all(gone_within(pid, 3) for pid in left), f"demo processes left running: {left}"

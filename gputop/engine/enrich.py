@@ -352,9 +352,11 @@ def process_rows(
             and info.visible  # another namespace's PID: nothing to look at here
             and holders is not None
             and pid not in holders.unreadable
+            and (holders.checked is None or pid not in holders.checked)
         ):
-            # Every process with a CUDA context has the device files open. The scan may be a
-            # few seconds old, so look at this one PID again before calling it suspect.
+            # Every process with a CUDA context has the device files open. A whole scan may be a
+            # few seconds old, so look at this one PID again before calling it suspect (the
+            # incremental watch has looked at every PID it checked since NVML listed it).
             now = held_by(pid, holders.dev_dir, holders.proc_root)
             files = now or ()
             suspect = now == ()

@@ -10,6 +10,7 @@ import functools
 import os
 import time
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from gputop.engine.sanitize import clean
 
@@ -53,10 +54,15 @@ class HolderScan:
     duration_s: float = 0.0
     dev_dir: str = "/dev"
     proc_root: str = "/proc"
+    # From the incremental watch (gputop.engine.holder_watch), None from a full scan:
+    checked: frozenset[int] | None = None  # listed PIDs looked at since NVML first listed them
+    sweep_s: float | None = None  # every process is looked at at least this often
+    looked: int = 0  # processes looked at this tick (one stat() each)
+    full_looks: int = 0  # ... of which read in full (maps and fd links)
 
 
 @functools.lru_cache(maxsize=16)
-def _device_prefix(dev_dir: str) -> str:
+def device_prefix(dev_dir: str) -> str:
     # readlink() gives resolved paths, so resolve the directory the same way.
     return os.path.join(os.path.realpath(dev_dir), "nvidia")
 
@@ -104,8 +110,17 @@ def _mapped_targets(data: bytes, prefix: str) -> set[str]:
     return found
 
 
-def _scan_pid(proc_dir: str, prefix: str) -> tuple[set[str], bool]:
-    """(device files held, whether anything was denied) for one /proc/PID directory."""
+class Look(NamedTuple):
+    """What one look at one /proc/PID directory found."""
+
+    found: set[str]  # device files held
+    denied: bool  # maps or fds were not ours to read
+    inert: bool = False  # no memory map: a kernel thread or a zombie, which never hold files
+    gone: bool = False  # the process exited while we looked
+
+
+def look_at(proc_dir: str, prefix: str) -> Look:
+    """Read one process's maps and fd links for device files under ``prefix``."""
     found: set[str] = set()
     denied = False
     try:
@@ -113,23 +128,23 @@ def _scan_pid(proc_dir: str, prefix: str) -> tuple[set[str], bool]:
     except PermissionError:
         denied = True
     except OSError:  # vanished mid-scan
-        return found, denied
+        return Look(found, denied, gone=True)
     else:
         if not maps:
             # No memory map: a kernel thread or a zombie, which have no open files either.
             # Most PIDs on a big box are kernel threads; this skips their fd directories.
-            return found, denied
+            return Look(found, denied, inert=True)
         found |= _mapped_targets(maps, prefix)
     try:
         found |= _fd_targets(os.path.join(proc_dir, "fd"), prefix)
     except PermissionError:
         denied = True
     except OSError:  # vanished mid-scan
-        pass
-    return found, denied
+        return Look(found, denied, gone=True)
+    return Look(found, denied)
 
 
-def _note(denied: int, euid: int) -> str | None:
+def note_for(denied: int, euid: int) -> str | None:
     if not denied:
         return None
     return NOT_ROOT_NOTE if euid != 0 else _denied_as_root_note(denied)
@@ -143,7 +158,7 @@ def scan_holders(
     ``euid`` (default: ours) only chooses the wording of the note about unreadable processes.
     """
     start = time.monotonic()
-    prefix = _device_prefix(dev_dir)
+    prefix = device_prefix(dev_dir)
     holders: dict[int, tuple[str, ...]] = {}
     scanned = 0
     unreadable: set[int] = set()
@@ -158,14 +173,14 @@ def scan_holders(
         )
     for name in names:
         scanned += 1
-        found, was_denied = _scan_pid(os.path.join(proc_root, name), prefix)
-        if was_denied:
+        seen = look_at(os.path.join(proc_root, name), prefix)
+        if seen.denied:
             unreadable.add(int(name))
-        if found:
-            holders[int(name)] = _names(found)
+        if seen.found:
+            holders[int(name)] = names_of(seen.found)
     return HolderScan(
         holders=holders,
-        note=_note(len(unreadable), os.geteuid() if euid is None else euid),
+        note=note_for(len(unreadable), os.geteuid() if euid is None else euid),
         scanned=scanned,
         denied=len(unreadable),
         unreadable=frozenset(unreadable),
@@ -178,12 +193,12 @@ def scan_holders(
 
 def held_by(pid: int, dev_dir: str = "/dev", proc_root: str = "/proc") -> tuple[str, ...] | None:
     """The device files one process holds now, or None when we may not look."""
-    found, denied = _scan_pid(os.path.join(proc_root, str(pid)), _device_prefix(dev_dir))
-    if denied and not found:
+    seen = look_at(os.path.join(proc_root, str(pid)), device_prefix(dev_dir))
+    if seen.denied and not seen.found:
         return None
-    return _names(found)
+    return names_of(seen.found)
 
 
-def _names(found: set[str]) -> tuple[str, ...]:
+def names_of(found: set[str]) -> tuple[str, ...]:
     # Device names are paths under a folder that may not be /dev (the demo's is in /tmp).
     return tuple(sorted(map(clean, found)))

@@ -10,8 +10,10 @@ Two daemon threads (never Textual workers, so a call hung in the driver cannot h
   hangs. A source that raises is counted (``errors``, ``last_error``) and the last good snapshot
   is re-sent as stale; the thread keeps going.
 
-The holder scan (``/dev/nvidia*`` open files) runs on the ticker at the slower
-``holder_interval_s`` cadence, or at once through :meth:`Sampler.scan_holders_now`.
+The holder scan (``/dev/nvidia*`` open files) runs on the ticker, a bounded share each tick
+(:class:`gputop.engine.holder_watch.HolderWatch`): every process is looked at within
+``holder_interval_s`` on a small box, within a longer sweep on a large one, and new processes at
+once. :meth:`Sampler.scan_holders_now` does a whole scan in the caller's thread.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from dataclasses import replace
 
 from gputop.engine.enrich import enrich as enrich_snapshot
 from gputop.engine.history import HISTORY_TICKS, History
+from gputop.engine.holder_watch import HolderWatch
 from gputop.engine.holders import HolderScan, scan_holders
 from gputop.engine.model import Snapshot, SystemInfo
 from gputop.engine.procs import ProcReader
@@ -128,6 +131,9 @@ class Sampler:
         self._lock = threading.Lock()
         self._latest: Snapshot | None = None
         self._holders: HolderScan | None = None
+        # Made on first use: the source may not know its device folder yet.
+        self._watch: HolderWatch | None = None
+        self._asked: HolderScan | None = None  # a whole scan from scan_holders_now, not used yet
         self._holder_note_logged = False
         self._procs = ProcReader()
         self._started_mono = time.monotonic()
@@ -187,10 +193,11 @@ class Sampler:
             self._thread.join(timeout)
 
     def scan_holders_now(self) -> HolderScan:
-        """Scan for device holders in the caller's thread; the next snapshot uses the result."""
+        """Scan every process for device holders in the caller's thread; the next snapshot uses
+        the result."""
         scan = scan_holders(self.dev_dir)
         with self._lock:
-            self._holders = scan
+            self._holders = self._asked = scan
         if scan.note and not self._holder_note_logged:
             self._holder_note_logged = True
             log.info("holder scan: %s", scan.note)
@@ -229,7 +236,7 @@ class Sampler:
             return
         if self._enrich:
             fresh = enrich_snapshot(
-                fresh, holders=self._due_holders(), history=self.history, reader=self._procs
+                fresh, holders=self._due_holders(fresh), history=self.history, reader=self._procs
             )
         self.history.append(fresh)
         with self._lock:
@@ -247,10 +254,21 @@ class Sampler:
             stale_s=max(0.0, time.monotonic() - self._started_mono),
         )
 
-    def _due_holders(self) -> HolderScan:
-        scan = self.holders
-        if scan is None or time.monotonic() - scan.taken_at_mono >= self.holder_interval_s:
-            scan = self.scan_holders_now()
+    def _due_holders(self, fresh: Snapshot) -> HolderScan:
+        """This tick's share of the holder scan (a whole one just asked for is used first)."""
+        if self._watch is None:
+            self._watch = HolderWatch(self.dev_dir, min_sweep_s=self.holder_interval_s)
+        with self._lock:
+            asked, self._asked = self._asked, None
+        if asked is not None:
+            return asked
+        listed = {proc.pid for gpu in fresh.gpus for proc in gpu.processes}
+        scan = self._watch.tick(self._interval_s, listed)
+        with self._lock:
+            self._holders = scan
+        if scan.note and not self._holder_note_logged:
+            self._holder_note_logged = True
+            log.info("holder scan: %s", scan.note)
         return scan
 
     def _emit(self, snapshot: Snapshot) -> None:

@@ -242,3 +242,32 @@ class Spawner:
             proc.wait(timeout=10)
             if proc.stdout is not None:
                 proc.stdout.close()
+
+# Opens argv[1] while the file argv[2] exists, and closes it when argv[2] is removed; prints
+# "ready", then "opened" and "closed".
+OPEN_WHEN_TOLD = """
+import os, sys, time
+print("ready", flush=True)
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.01)
+f = open(sys.argv[1], "rb")
+print("opened", flush=True)
+while os.path.exists(sys.argv[2]):
+    time.sleep(0.01)
+f.close()
+print("closed", flush=True)
+time.sleep(120)
+"""
+
+# Holds argv[1] from three threads' process: only the process is a holder, never a thread ID.
+# Prints the thread IDs.
+HOLD_WITH_THREADS = """
+import sys, threading, time
+f = open(sys.argv[1], "rb")
+stop = threading.Event()
+threads = [threading.Thread(target=stop.wait) for _ in range(3)]
+for t in threads:
+    t.start()
+print(*(t.native_id for t in threads), flush=True)
+time.sleep(120)
+"""

@@ -48,7 +48,6 @@ _PROBE_COST = 5  # looking up one PID costs about this many times its share of a
 class _Pid:
     key: tuple[int, int] | None = None  # (inode, fd count) of /proc/PID/fd at the last full read
     holds: tuple[str, ...] = ()
-    denied: bool = False
 
 
 class HolderWatch:
@@ -63,7 +62,7 @@ class HolderWatch:
         proc_root: str = "/proc",
         *,
         min_sweep_s: float = 5.0,
-        budget: float = 0.0025,
+        budget: float = 0.002,
         catch_up_s: float = 0.1,
         euid: int | None = None,
     ) -> None:
@@ -76,6 +75,9 @@ class HolderWatch:
         self._prefix = device_prefix(dev_dir)
         self._sized = _fd_dir_has_size(proc_root)
         self._seen: dict[int, _Pid] = {}
+        # Kept as they change, so a tick's work does not grow with the box:
+        self._holding: set[int] = set()
+        self._denied: set[int] = set()
         self._unread: deque[int] = deque()  # known, never read in full (the start-up backlog)
         self._young: dict[int, float] = {}  # PID -> when first seen, oldest first
         self._listed: frozenset[int] = frozenset()
@@ -116,16 +118,14 @@ class HolderWatch:
             else:
                 self._check(pid)
         self._listed = listed
-        for pid in [p for p, rec in self._seen.items() if rec.holds and p not in listed]:
+        for pid in list(self._holding - listed):
             self._check(pid)
         for pid in self._young_pids(start):
             self._check(pid)
         routine = time.perf_counter()
         share = math.ceil(len(self._order) * interval_s / self.sweep_s)
         end = min(len(self._order), self._cursor + max(1, share))
-        for pid in self._order[self._cursor : end]:
-            if pid in self._seen:
-                self._check(pid)
+        self._check_slice(self._order[self._cursor : end])
         self._cursor = end
         self._sweep_cost_s += time.perf_counter() - routine
         return self._result(start, listed)
@@ -200,6 +200,36 @@ class HolderWatch:
             del self._young[pid]
         return list(self._young)
 
+    def _check_slice(self, pids: list[int]) -> None:
+        """:meth:`_check` for many PIDs: the sweep's inner loop, most of the watch's cost."""
+        if not self._sized:
+            for pid in pids:
+                if pid in self._seen:
+                    self._check(pid)
+            return
+        seen, stat, root = self._seen, os.stat, self.proc_root
+        changed: list[tuple[int, tuple[int, int] | None]] = []
+        for pid in pids:
+            rec = seen.get(pid)
+            if rec is None or rec.key is None:
+                continue
+            try:
+                st = stat(f"{root}/{pid}/fd")
+            except FileNotFoundError:
+                changed.append((pid, None))
+                continue
+            except OSError:
+                changed.append((pid, (-1, -1)))
+                continue
+            if (st.st_ino, st.st_size) != rec.key:
+                changed.append((pid, (st.st_ino, st.st_size)))
+        self._looked += len(pids)
+        for pid, key in changed:
+            if key is None:
+                self._forget(pid)
+            elif key != seen[pid].key:
+                self._read(pid, key)
+
     def _check(self, pid: int) -> None:
         """Look at ``pid`` again if its fds changed since its last full read."""
         rec = self._seen[pid]
@@ -227,11 +257,13 @@ class HolderWatch:
             return
         rec = self._seen[pid]
         # The key was taken before the read: fds opened meanwhile change it for the next check.
-        rec.key, rec.holds, rec.denied = key, names_of(seen.found), seen.denied
+        rec.key, rec.holds = key, names_of(seen.found)
+        _put(self._holding, pid, bool(rec.holds))
+        _put(self._denied, pid, seen.denied)
 
     def _fd_key(self, pid: int) -> tuple[int, int] | None:
         """(inode, fd count) of /proc/PID/fd, or None when the process has gone."""
-        path = os.path.join(self.proc_root, str(pid), "fd")
+        path = f"{self.proc_root}/{pid}/fd"
         try:
             st = os.stat(path)
         except FileNotFoundError:
@@ -250,10 +282,12 @@ class HolderWatch:
     def _forget(self, pid: int) -> None:
         self._seen.pop(pid, None)
         self._young.pop(pid, None)
+        self._holding.discard(pid)
+        self._denied.discard(pid)
 
     def _result(self, start: float, listed: frozenset[int]) -> HolderScan:
-        holders = {pid: rec.holds for pid, rec in self._seen.items() if rec.holds}
-        unreadable = frozenset(pid for pid, rec in self._seen.items() if rec.denied)
+        holders = {pid: self._seen[pid].holds for pid in self._holding}
+        unreadable = frozenset(self._denied)
         checked = frozenset(pid for pid in listed if (rec := self._seen.get(pid)) and rec.key)
         return HolderScan(
             holders=holders,
@@ -270,6 +304,13 @@ class HolderWatch:
             looked=self._looked,
             full_looks=self._full,
         )
+
+
+def _put(pids: set[int], pid: int, member: bool) -> None:
+    if member:
+        pids.add(pid)
+    else:
+        pids.discard(pid)
 
 
 def _fd_dir_has_size(proc_root: str) -> bool:

@@ -2,8 +2,9 @@
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+PEERS_VENV ?= .venv-peers
 
-.PHONY: help install run demo test test-tools lint typecheck pytest snapshot-update screenshots bench clean
+.PHONY: help install run demo test test-tools lint typecheck pytest snapshot-update screenshots bench bench-peers clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -45,6 +46,13 @@ screenshots: install ## regenerate screenshots/ from the demo scenario
 
 bench: install ## measure snapshot, sampler, holder-scan and UI costs
 	$(BIN)/python -m bench
+
+$(PEERS_VENV)/bin/nvitop:
+	$(PY) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/pip install --quiet nvitop
+
+bench-peers: install $(PEERS_VENV)/bin/nvitop ## dashboard CPU vs nvitop's on the dgx sim, +0/2,000/10,000 processes (nvitop in .venv-peers)
+	GPUTOP_BENCH_NVITOP=$(PEERS_VENV)/bin/python $(BIN)/python -m bench peers
 
 clean: ## remove the venv and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

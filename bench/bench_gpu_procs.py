@@ -1,0 +1,141 @@
+"""Scaling (issue 17): the dashboard with 40, 500 and 5,000 GPU processes (MPS, many small
+inference workers), each a real process (``sleep``) that the simulated 8-GPU box lists.
+
+For each size, a scenario file like ``dgx`` whose process lists name those real PIDs is written to
+a temporary folder, and measured:
+
+* a sampler tick in gputop's process (driver read + enrich + history + holders), CPU ms;
+* the real dashboard in a 200x60 tmux pane on it: time to the first frame, and CPU (gputop and
+  its driver process) over GPUTOP_BENCH_GPU_PROCS_SECONDS (default 20 s) after a warm-up.
+
+GPUTOP_BENCH_GPU_PROCS_SIZES overrides the sizes (comma separated; 0 skips this bench).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from importlib import resources
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+from bench import bench_ui
+from gputop.engine.enrich import enrich
+from gputop.engine.history import History
+from gputop.engine.holder_watch import HolderWatch
+from gputop.engine.procs import ProcReader
+from gputop.engine.source import open_source
+
+WARMUP_S = 10.0
+TICKS = 20
+
+
+def write_scenario(pids: list[int], path: Path) -> Path:
+    """The dgx scenario with its processes replaced by ``pids``, spread over its 8 GPUs."""
+    text = resources.files("gputop.sim").joinpath("scenarios", "dgx.toml").read_text("utf-8")
+    data: dict[str, Any] = tomllib.loads(text)
+    data.pop("actor", None)
+    gpus = data["gpu"]
+    for gpu in gpus:
+        gpu["processes"] = []
+    for i, pid in enumerate(pids):
+        gpus[i % len(gpus)]["processes"].append(
+            {
+                "pid": pid,
+                "name": "python3",
+                "used_memory_mib": {"base": 200 + i % 700, "amp": 20, "period": 10 + i % 30},
+                "sm_util": {"base": i % 50, "amp": 5, "period": 11},
+                "mem_util": {"base": 5, "amp": 3, "period": 13},
+            }
+        )
+    data["name"] = f"gpu-procs-{len(pids)}"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def _sampler_tick_ms(scenario: Path) -> float:
+    """Median CPU ms of a sampler tick in one process: driver read, holders, enrich, history."""
+    source = open_source(scenario=str(scenario))
+    try:
+        history, reader, watch = History(), ProcReader(), HolderWatch(source.dev_dir)
+        times = []
+        for _ in range(TICKS):
+            t0 = time.thread_time()
+            snap = source.snapshot()
+            listed = {p.pid for g in snap.gpus for p in g.processes}
+            scan = watch.tick(1.0, listed)
+            history.append(enrich(snap, holders=scan, history=history, reader=reader))
+            times.append(time.thread_time() - t0)
+        return median(times[3:]) * 1000
+    finally:
+        source.close()
+
+
+def _dashboard(scenario: Path, seconds: float) -> tuple[float, float, float]:
+    """(first frame s, CPU % of a core, of which the driver process %) of the real dashboard."""
+    command = f"{sys.executable} -m gputop --demo={scenario} --interval 1"
+    started = time.monotonic()
+    session = f"{bench_ui.SESSION}-procs"
+    bench_ui._tmux("new-session", "-d", "-s", session, "-x", "200", "-y", "60", command)
+    try:
+        while True:
+            screen = bench_ui._tmux("capture-pane", "-p", "-t", session)
+            if "Processes (" in screen and "GPU 7" in screen:
+                first = time.monotonic() - started
+                break
+            if time.monotonic() - started > 60:
+                raise RuntimeError("no first frame within 60 s")
+            time.sleep(0.02)
+        pane = int(bench_ui._tmux("display", "-p", "-t", session, "#{pane_pid}").strip())
+        proc = bench_ui._app_process(pane)
+        time.sleep(WARMUP_S)
+        driver = bench_ui._driver_process(proc)
+        t0, own0, drv0 = time.monotonic(), bench_ui._cpu_s(proc), bench_ui._cpu_s(driver)
+        time.sleep(seconds)
+        t1, own1, drv1 = time.monotonic(), bench_ui._cpu_s(proc), bench_ui._cpu_s(driver)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], check=False, capture_output=True)
+    wall = t1 - t0
+    return first, (own1 - own0 + drv1 - drv0) / wall * 100, (drv1 - drv0) / wall * 100
+
+
+def main() -> None:
+    raw = os.environ.get("GPUTOP_BENCH_GPU_PROCS_SIZES", "40,500,5000")
+    sizes = sorted(int(s) for s in raw.split(",") if s.strip() and int(s) > 0)
+    sleep = shutil.which("sleep")
+    if not sizes or sleep is None:
+        print("gpu_procs: skipped")
+        return
+    seconds = float(os.environ.get("GPUTOP_BENCH_GPU_PROCS_SECONDS", "20"))
+    started: list[subprocess.Popen[bytes]] = []
+    print("GPU processes | sampler tick ms | first frame s | dashboard % of a core (driver %)")
+    with tempfile.TemporaryDirectory(prefix="gputop-bench-") as tmp:
+        try:
+            for size in sizes:
+                while len(started) < size:
+                    started.append(subprocess.Popen([sleep, "900"], stdin=subprocess.DEVNULL))
+                scenario = write_scenario([p.pid for p in started], Path(tmp) / f"{size}.json")
+                tick_ms = _sampler_tick_ms(scenario)
+                line = f"gpu_procs_{size}: {tick_ms:.1f}"
+                if shutil.which("tmux") is not None:
+                    first, cpu, driver = _dashboard(scenario, seconds)
+                    line += f" | {first:.2f} | {cpu:.2f} ({driver:.2f})"
+                print(line, flush=True)
+        finally:
+            for proc in started:
+                with contextlib.suppress(OSError):
+                    proc.kill()
+            for proc in started:
+                proc.wait()
+
+
+if __name__ == "__main__":
+    main()

@@ -13,7 +13,6 @@ GPUTOP_BENCH_GPU_PROCS_SIZES overrides the sizes (comma separated; 0 skips this 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -28,6 +27,7 @@ from statistics import median
 from typing import Any
 
 from bench import bench_ui
+from bench.crowd import Crowd
 from gputop.engine.enrich import enrich
 from gputop.engine.history import History
 from gputop.engine.holder_watch import HolderWatch
@@ -110,31 +110,22 @@ def _dashboard(scenario: Path, seconds: float) -> tuple[float, float, float]:
 def main() -> None:
     raw = os.environ.get("GPUTOP_BENCH_GPU_PROCS_SIZES", "40,500,5000")
     sizes = sorted(int(s) for s in raw.split(",") if s.strip() and int(s) > 0)
-    sleep = shutil.which("sleep")
-    if not sizes or sleep is None:
+    crowd = Crowd(900)
+    if not sizes or not crowd.available:
         print("gpu_procs: skipped")
         return
     seconds = float(os.environ.get("GPUTOP_BENCH_GPU_PROCS_SECONDS", "20"))
-    started: list[subprocess.Popen[bytes]] = []
     print("GPU processes | sampler tick ms | first frame s | dashboard % of a core (driver %)")
-    with tempfile.TemporaryDirectory(prefix="gputop-bench-") as tmp:
-        try:
-            for size in sizes:
-                while len(started) < size:
-                    started.append(subprocess.Popen([sleep, "900"], stdin=subprocess.DEVNULL))
-                scenario = write_scenario([p.pid for p in started], Path(tmp) / f"{size}.json")
-                tick_ms = _sampler_tick_ms(scenario)
-                line = f"gpu_procs_{size}: {tick_ms:.1f}"
-                if shutil.which("tmux") is not None:
-                    first, cpu, driver = _dashboard(scenario, seconds)
-                    line += f" | {first:.2f} | {cpu:.2f} ({driver:.2f})"
-                print(line, flush=True)
-        finally:
-            for proc in started:
-                with contextlib.suppress(OSError):
-                    proc.kill()
-            for proc in started:
-                proc.wait()
+    with tempfile.TemporaryDirectory(prefix="gputop-bench-") as tmp, crowd:
+        for size in sizes:
+            crowd.grow(size)
+            scenario = write_scenario(crowd.pids, Path(tmp) / f"{size}.json")
+            tick_ms = _sampler_tick_ms(scenario)
+            line = f"gpu_procs_{size}: {tick_ms:.1f}"
+            if shutil.which("tmux") is not None:
+                first, cpu, driver = _dashboard(scenario, seconds)
+                line += f" | {first:.2f} | {cpu:.2f} ({driver:.2f})"
+            print(line, flush=True)
 
 
 if __name__ == "__main__":

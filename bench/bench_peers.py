@@ -37,6 +37,7 @@ from statistics import median
 import psutil
 
 from bench.bench_ui import _tmux
+from bench.crowd import Crowd, box_processes
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = "dgx"
@@ -157,22 +158,6 @@ def _measure(command: str, ready: tuple[str, ...], warmup_s: float, seconds: flo
     return _spent(cpu0, cpu1) / (t1 - t0) * 100
 
 
-def _host_processes() -> int:
-    return sum(1 for name in os.listdir("/proc") if name.isdigit())
-
-
-def _grow(started: list[subprocess.Popen[bytes]], extra: int, sleep: str) -> None:
-    while len(started) < extra:
-        started.append(
-            subprocess.Popen(
-                [sleep, "600"],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-        )
-
-
 def main() -> None:
     python = _nvitop_python()
     if python is None or shutil.which("tmux") is None:
@@ -189,8 +174,8 @@ def main() -> None:
     rounds = max(1, int(os.environ.get("GPUTOP_BENCH_PEERS_ROUNDS", "1")))
     raw = os.environ.get("GPUTOP_BENCH_PEERS_SIZES", "0,2000,10000")
     sizes = sorted({int(s) for s in raw.split(",") if s.strip()})
-    sleep = shutil.which("sleep")
-    if not sizes or sleep is None:
+    crowd = Crowd()
+    if not sizes or not crowd.available:
         print("peers: skipped (no sizes, or no sleep)")
         return
     tools = {
@@ -209,13 +194,12 @@ def main() -> None:
         " | gputop/nvitop | gputop vs idle",
         flush=True,
     )
-    started: list[subprocess.Popen[bytes]] = []
     idle: float | None = None
-    try:
+    with crowd:
         for index, extra in enumerate(sizes):
-            _grow(started, extra, sleep)
+            crowd.grow(extra)
             time.sleep(2.0)  # let the spawning settle
-            host = _host_processes()
+            host = box_processes()
             runs: dict[str, list[float]] = {"gputop": [], "nvitop": []}
             for r in range(rounds):
                 order = ("gputop", "nvitop") if (index + r) % 2 == 0 else ("nvitop", "gputop")
@@ -235,12 +219,6 @@ def main() -> None:
                 f"{g / n:.2f}x | {vs_idle}{detail}",
                 flush=True,
             )
-    finally:
-        for proc in started:
-            with contextlib.suppress(OSError):
-                proc.kill()
-        for proc in started:
-            proc.wait()
 
 
 if __name__ == "__main__":

@@ -16,15 +16,13 @@ GPUTOP_BENCH_SCALE_SIZES overrides the sizes (comma separated; 0 skips this benc
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
-import shutil
-import subprocess
 import time
 from collections.abc import Callable
 from statistics import median
 
+from bench.crowd import Crowd
 from gputop.engine.enrich import enrich
 from gputop.engine.history import History
 from gputop.engine.holder_watch import HolderWatch
@@ -36,10 +34,6 @@ SCANS = 3
 OLD_HOLDER_INTERVAL_S = 5.0  # the sampler's whole-scan cadence before the watch
 TICK_S = 1.0  # the dashboard's default interval
 SAMPLER_TICKS = 40
-
-
-def _processes() -> int:
-    return sum(1 for name in os.listdir("/proc") if name.isdigit())
 
 
 def _cpu(fn: Callable[[], object]) -> float:
@@ -100,37 +94,31 @@ def _sampler_ms(source: Source) -> tuple[float, float]:
 def main() -> None:
     raw = os.environ.get("GPUTOP_BENCH_SCALE_SIZES", "200,2000,10000")
     sizes = sorted(int(s) for s in raw.split(",") if s.strip() and int(s) > 0)
-    sleep = shutil.which("sleep")
-    if not sizes or sleep is None:
+    crowd = Crowd(900)
+    if not sizes or not crowd.available:
         print("scale: skipped")
         return
-    started: list[subprocess.Popen[bytes]] = []
-    source = open_source(demo="dgx")
     print(
         "processes | whole scan ms (% of a core every 5 s) | watch ms/tick (% of a core at 1 s)"
         " | sweep s | backlog ms | sampler tick ms, old -> new"
     )
+    source = open_source(demo="dgx")
     try:
-        for size in sizes:
-            while _processes() < size:
-                started.append(subprocess.Popen([sleep, "900"], stdin=subprocess.DEVNULL))
-            scan_ms, scanned = _whole_scan_ms()
-            tick_ms, share, sweep_s, backlog_ms = _watch()
-            old_ms, new_ms = _sampler_ms(source)
-            old_share = scan_ms / 1000 / OLD_HOLDER_INTERVAL_S * 100
-            print(
-                f"scale_{size}: {scanned} | {scan_ms:.1f} ({old_share:.2f} %) | "
-                f"{tick_ms:.2f} ({share:.2f} %) | {sweep_s:.1f} | {backlog_ms:.0f} | "
-                f"{old_ms:.2f} -> {new_ms:.2f}",
-                flush=True,
-            )
+        with crowd:
+            for size in sizes:
+                crowd.grow_box_to(size)
+                scan_ms, scanned = _whole_scan_ms()
+                tick_ms, share, sweep_s, backlog_ms = _watch()
+                old_ms, new_ms = _sampler_ms(source)
+                old_share = scan_ms / 1000 / OLD_HOLDER_INTERVAL_S * 100
+                print(
+                    f"scale_{size}: {scanned} | {scan_ms:.1f} ({old_share:.2f} %) | "
+                    f"{tick_ms:.2f} ({share:.2f} %) | {sweep_s:.1f} | {backlog_ms:.0f} | "
+                    f"{old_ms:.2f} -> {new_ms:.2f}",
+                    flush=True,
+                )
     finally:
         source.close()
-        for proc in started:
-            with contextlib.suppress(OSError):
-                proc.kill()
-        for proc in started:
-            proc.wait()
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from gputop.engine.holder_watch import HolderWatch
 from gputop.engine.holders import HolderScan, scan_holders
+from tests.engine.fake_proc import PYTHON_MAPS, add_pid
 from tests.engine.spawn import HOLD, HOLD_WITH_THREADS, OPEN_WHEN_TOLD, Spawner
 
 SWEEP_S = 5.0
@@ -148,21 +149,13 @@ def test_a_large_box_stretches_the_sweep_to_the_budget(dev_dir: Path) -> None:
     assert watch.sweep_s == 60.0
 
 
-def _fake_pid(root: Path, pid: int, fds: dict[str, str], maps: str) -> None:
-    d = root / str(pid)
-    (d / "fd").mkdir(parents=True, exist_ok=True)
-    for fd, target in fds.items():
-        (d / "fd" / fd).symlink_to(target)
-    (d / "maps").write_text(maps)
-
-
 def test_a_process_whose_fds_did_not_change_is_not_read_again(tmp_path: Path) -> None:
     dev = tmp_path / "dev"
     dev.mkdir()
     proc = tmp_path / "proc"
-    python = "00400000-00452000 r-xp 00000000 08:02 173521 /usr/bin/python\n"
-    _fake_pid(proc, 10, {"0": "/dev/null"}, python)
-    _fake_pid(proc, 11, {"0": "/dev/null"}, python)
+    python = PYTHON_MAPS
+    add_pid(proc, 10, {"0": "/dev/null"}, python)
+    add_pid(proc, 11, {"0": "/dev/null"}, python)
     watch = HolderWatch(str(dev), str(proc), min_sweep_s=1.0, budget=1.0)
     _settled(watch)
     quiet = watch.tick(1.0)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from gputop.engine.holders import NOT_ROOT_NOTE, held_by, scan_holders
+from tests.engine.fake_proc import PYTHON_MAPS, add_pid
 from tests.engine.spawn import HOLD, MAP_AND_CLOSE, Spawner
 
 
@@ -39,25 +40,17 @@ def test_other_files_are_not_holders(spawner: Spawner, dev_dir: Path, tmp_path: 
     assert b.pid not in holders
 
 
-def _fake_proc(root: Path, pid: int, fds: dict[str, str], maps: str) -> None:
-    d = root / str(pid)
-    (d / "fd").mkdir(parents=True)
-    for fd, target in fds.items():
-        (d / "fd" / fd).symlink_to(target)
-    (d / "maps").write_text(maps)
-
-
 def test_fake_proc_tree(tmp_path: Path) -> None:
     dev = tmp_path / "dev"
     dev.mkdir()
     proc = tmp_path / "proc"
-    python = "00400000-00452000 r-xp 00000000 08:02 173521 /usr/bin/python\n"
+    python = PYTHON_MAPS
     maps_line = f"7f00-7f01 rw-s 00000000 00:05 123   {dev}/nvidia-uvm (deleted)\n"
-    _fake_proc(proc, 10, {"0": "/dev/null", "5": f"{dev}/nvidia1"}, python)
-    _fake_proc(proc, 11, {}, python + maps_line)
-    _fake_proc(proc, 12, {"3": "socket:[1234]"}, python)
+    add_pid(proc, 10, {"0": "/dev/null", "5": f"{dev}/nvidia1"}, python)
+    add_pid(proc, 11, {}, python + maps_line)
+    add_pid(proc, 12, {"3": "socket:[1234]"}, python)
     # No memory map: a kernel thread or a zombie, which hold no files; its fds are not read.
-    _fake_proc(proc, 13, {"5": f"{dev}/nvidia0"}, "")
+    add_pid(proc, 13, {"5": f"{dev}/nvidia0"}, "")
     (proc / "self").mkdir()  # not a PID: ignored
     scan = scan_holders(str(dev), proc_root=str(proc))
     assert scan.holders == {10: (f"{dev}/nvidia1",), 11: (f"{dev}/nvidia-uvm",)}

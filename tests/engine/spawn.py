@@ -243,6 +243,7 @@ class Spawner:
             if proc.stdout is not None:
                 proc.stdout.close()
 
+
 # Opens argv[1] while the file argv[2] exists, and closes it when argv[2] is removed; prints
 # "ready", then "opened" and "closed".
 OPEN_WHEN_TOLD = """

@@ -110,6 +110,11 @@ _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 # They rarely change while the process lives; exec() changes the name in /proc/PID/stat, which
 # is read every time and forces a full reading at once.
 FULL_READ_EVERY_S = 5.0
+# Periodic full readings per read_many call (one a tick): 5,000 GPU processes are refreshed in
+# turn, each within about 50 ticks, instead of 1,000 psutil readings a second.
+REFRESHES_PER_CALL = 100
+# Processes read from /proc/PID/stat per read_many call; more are read in turn (issue 17).
+STATS_PER_CALL = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +167,7 @@ class _Known:
     stat_at: float = 0.0  # clock time of that reading
     info: ProcInfo | None = None  # the last full reading (psutil)
     full_at: float = 0.0  # clock time of that reading
+    shown: ProcInfo | None = None  # the last answer given for it
 
 
 class ProcReader:
@@ -188,6 +194,8 @@ class ProcReader:
         self._at_pid: dict[int, _Known] = {}  # the newest known process at each PID
         self._lock = threading.Lock()
         self.full_reads = 0  # psutil readings made (the rest came from /proc/PID/stat alone)
+        self._refreshes_left: int | None = None  # read_many's allowance of periodic full reads
+        self._calls = 0  # read_many calls so far: whose turn it is to be read
 
     def __len__(self) -> int:
         return len(self._cache)
@@ -203,17 +211,43 @@ class ProcReader:
             return info
 
     def read_many(self, pids: list[int] | tuple[int, ...] | set[int]) -> dict[int, ProcInfo]:
-        """Several processes; forgets every cached process not in ``pids``."""
+        """Several processes; forgets every cached process not in ``pids``.
+
+        At most ``REFRESHES_PER_CALL`` known processes get their periodic full reading per
+        call (new ones always do): with thousands of GPU processes the command lines and users
+        are refreshed in turn, not all within ``full_every_s``. Past ``STATS_PER_CALL``
+        processes, known ones are read in turn too, each at least every
+        ``ceil(len(pids) / STATS_PER_CALL)`` calls (5 at 5,000 processes).
+        """
         with self._lock:
             out: dict[int, ProcInfo] = {}
             keep: set[tuple[int, float]] = set()
-            for pid in pids:
-                out[pid], key = self._read_locked(pid)
-                if key is not None:
-                    keep.add(key)
+            self._refreshes_left = REFRESHES_PER_CALL
+            # Past STATS_PER_CALL processes, each is read every `turns` calls, in turn by PID;
+            # in between its last reading stands (its CPU % then spans those calls).
+            turns = -(-len(pids) // STATS_PER_CALL)
+            self._calls += 1
+            try:
+                for pid in pids:
+                    known = self._at_pid.get(pid) if turns > 1 else None
+                    if (
+                        known is not None
+                        and known.shown is not None
+                        and (pid + self._calls) % turns
+                    ):
+                        out[pid] = known.shown
+                        keep.add(known.key)
+                        continue
+                    out[pid], key = self._read_locked(pid)
+                    if key is not None:
+                        keep.add(key)
+            finally:
+                self._refreshes_left = None
             for key in [k for k in self._cache if k not in keep]:
                 self._forget_locked(key)
-            self._evict_locked()
+            # What was asked for is kept whatever its size: evicting some of it would only
+            # make the next call read them again in full (bounded by the driver's list).
+            self._evict_locked(floor=len(keep))
             return out
 
     def _read_locked(
@@ -235,7 +269,7 @@ class ProcReader:
             or last is None
             or stat.comm != last.comm  # exec(): another program in the same process
             or (stat.state == b"Z") != (last.state == b"Z")  # a zombie has no argv or memory
-            or now - known.full_at >= self.full_every_s
+            or (now - known.full_at >= self.full_every_s and self._may_refresh())
         ):
             info = self._full_locked(known, stat, now)
             if info is None:
@@ -262,6 +296,7 @@ class ProcReader:
             host_rss_bytes=info.host_rss_bytes if zombie else stat.rss_pages * _PAGE_BYTES,
             note=info.note,
         )
+        known.shown = info
         return info, known.key
 
     def _identify(self, pid: int, stat: _Stat | None) -> tuple[_Known, _Stat | None] | ProcInfo:
@@ -306,12 +341,22 @@ class ProcReader:
         if known is not None and known.key == key:
             del self._at_pid[key[0]]
 
-    def _evict_locked(self) -> None:
-        if len(self._cache) <= self.max_cached:
+    def _may_refresh(self) -> bool:
+        """Whether a periodic full reading fits in this call's allowance (uses one up)."""
+        if self._refreshes_left is None:
+            return True
+        if self._refreshes_left <= 0:
+            return False
+        self._refreshes_left -= 1
+        return True
+
+    def _evict_locked(self, floor: int = 0) -> None:
+        limit = max(self.max_cached, floor)
+        if len(self._cache) <= limit:
             return
         for key in [k for k, known in self._cache.items() if not known.proc.is_running()]:
             self._forget_locked(key)
-        while len(self._cache) > self.max_cached:
+        while len(self._cache) > limit:
             self._forget_locked(next(iter(self._cache)))  # dicts keep insertion order: oldest first
 
 

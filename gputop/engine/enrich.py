@@ -33,6 +33,7 @@ from gputop.engine.ourselves import is_ourselves
 from gputop.engine.procs import (
     ProcReader,
     is_namespace_init,
+    is_pending,
     not_visible,
     process_group,
     read_proc,
@@ -183,11 +184,6 @@ def _merge_type(types: set[ProcessType]) -> ProcessType | None:
     return ProcessType.MIXED
 
 
-def _max_or_none(values: Iterable[int | None]) -> int | None:
-    known = [v for v in values if v is not None]
-    return max(known) if known else None
-
-
 def _listed_by_pid(gpus: Iterable[GpuSample]) -> dict[int, list[GpuProcess]]:
     by_pid: dict[int, list[GpuProcess]] = {}
     for gpu in gpus:
@@ -206,19 +202,58 @@ SUSPECT_NOTE = (
 )
 
 
-def _build_row(
+@dataclass(frozen=True, slots=True)
+class _Verdict:
+    """What enrich concludes about a process from the OS view and its device files."""
+
+    info: ProcInfo  # the reader's reading, as given
+    listed: bool
+    device_files: tuple[str, ...]
+    suspect: bool
+    devices: DeviceMap | None
+    shown: ProcInfo  # the reading with the note enrich adds, if any
+    states: tuple[ProcState, ...]
+    note: str | None
+    held: frozenset[int]  # GPUs whose device files it holds
+
+
+class RowMemo:
+    """Each process's verdict from the last call, reused while its inputs are unchanged.
+
+    The costly part of a row (orphan check: four syscalls, notes, classification) depends only
+    on the reader's ProcInfo, the device files and whether NVML lists it. Past ``STATS_PER_CALL``
+    processes the reader hands back the same ProcInfo object between its turns, so at thousands
+    of GPU processes most rows are built from numbers alone (issue 17). Holds only the PIDs of
+    the last call. Not thread-safe: the sampler's thread owns it.
+    """
+
+    def __init__(self) -> None:
+        self._verdicts: dict[int, _Verdict] = {}
+        self.reused = 0  # verdicts reused in the last call
+
+
+def _verdict(
     info: ProcInfo,
-    contexts: list[GpuProcess],
+    listed: bool,
     device_files: tuple[str, ...],
-    history: History | None,
     *,
-    suspect: bool = False,
-    devices: DeviceMap | None = None,
-) -> ProcessRow:
-    orphaned, orphan_note = is_orphaned(info) if (contexts or device_files) else (False, None)
+    suspect: bool,
+    devices: DeviceMap | None,
+    last: _Verdict | None = None,
+) -> _Verdict:
+    if (
+        last is not None
+        and last.info is info
+        and last.listed == listed
+        and last.suspect == suspect
+        and last.device_files == device_files
+        and (not device_files or last.devices == devices)
+    ):
+        return last
+    orphaned, orphan_note = is_orphaned(info) if (listed or device_files) else (False, None)
     held, on_lost = devices.gpus_of(device_files) if devices and device_files else (set(), ())
     facts = ProcFacts(
-        listed=bool(contexts),
+        listed=listed,
         visible=info.visible,
         status=info.status,
         holds_device=bool(device_files),
@@ -226,48 +261,78 @@ def _build_row(
         holds_lost_gpu=bool(on_lost),
     )
     states = classify(facts)
+    shown = info
     if suspect and info.visible and info.status != psutil.STATUS_ZOMBIE:
-        info = replace(info, note=SUSPECT_NOTE)
-    if not info.visible and info.name is None:
-        # Only the driver can name another namespace's process (as nvidia-smi does).
-        name = next((p.driver_name for p in contexts if p.driver_name), None)
-        if name is not None:
-            info = not_visible(info.pid, name)
-    note = _defunct_note(info) if ProcState.DEFUNCT in states else orphan_note
+        shown = replace(info, note=SUSPECT_NOTE)
+    note = _defunct_note(shown) if ProcState.DEFUNCT in states else orphan_note
     if note is None and ProcState.ON_LOST_GPU in states:
         note = _lost_note(on_lost)
-    # One pass over the contexts (this runs for every process, every tick).
-    gpus: set[int] = set()
-    types: set[ProcessType] = set()
-    used = sm = mem = None
-    for p in contexts:
-        gpus.add(p.gpu_index)
-        types.add(p.type)
-        if p.used_memory_bytes is not None:
-            used = p.used_memory_bytes if used is None else used + p.used_memory_bytes
-        if p.sm_util_percent is not None and (sm is None or p.sm_util_percent > sm):
-            sm = p.sm_util_percent
-        if p.memory_util_percent is not None and (mem is None or p.memory_util_percent > mem):
-            mem = p.memory_util_percent
-    gpus |= held
+    return _Verdict(
+        info=info,
+        listed=listed,
+        device_files=device_files,
+        suspect=suspect,
+        devices=devices,
+        shown=shown,
+        states=states,
+        note=note,
+        held=frozenset(held),
+    )
+
+
+def _build_row(
+    verdict: _Verdict,
+    contexts: list[GpuProcess],
+    history: History | None,
+) -> ProcessRow:
+    info = verdict.shown
+    if info.name is None and (not info.visible or is_pending(info)):
+        # Only the driver can name another namespace's process (as nvidia-smi does), and one
+        # not read yet.
+        name = next((p.driver_name for p in contexts if p.driver_name), None)
+        if name is not None:
+            info = not_visible(info.pid, name) if not info.visible else replace(info, name=name)
+    # This runs for every process, every tick: one context (the common case) costs no sets.
+    held = verdict.held
+    if len(contexts) == 1 and not held:
+        only = contexts[0]
+        gpu_indices: tuple[int, ...] = (only.gpu_index,)
+        kind: ProcessType | None = only.type
+        used, sm, mem = only.used_memory_bytes, only.sm_util_percent, only.memory_util_percent
+    else:
+        gpus: set[int] = set(held)
+        types: set[ProcessType] = set()
+        used = sm = mem = None
+        for p in contexts:
+            gpus.add(p.gpu_index)
+            types.add(p.type)
+            if p.used_memory_bytes is not None:
+                used = p.used_memory_bytes if used is None else used + p.used_memory_bytes
+            if p.sm_util_percent is not None and (sm is None or p.sm_util_percent > sm):
+                sm = p.sm_util_percent
+            if p.memory_util_percent is not None and (mem is None or p.memory_util_percent > mem):
+                mem = p.memory_util_percent
+        gpu_indices, kind = tuple(sorted(gpus)), _merge_type(types)
     # Not `if history`: that is len(), a lock per row; an empty History has no peaks anyway.
     peak = (
         history.process_peak_memory_bytes(info.pid, info.create_time)
         if history is not None
         else None
     )
+    if used is not None and (peak is None or used > peak):
+        peak = used
     return ProcessRow(
         pid=info.pid,
         info=info,
-        states=states,
-        gpu_indices=tuple(sorted(gpus)),
-        type=_merge_type(types),
+        states=verdict.states,
+        gpu_indices=gpu_indices,
+        type=kind,
         used_memory_bytes=used,
-        peak_memory_bytes=_max_or_none((peak, used)),
+        peak_memory_bytes=peak,
         sm_util_percent=sm,
         memory_util_percent=mem,
-        device_files=device_files,
-        parent_note=note,
+        device_files=verdict.device_files,
+        parent_note=verdict.note,
     )
 
 
@@ -331,12 +396,22 @@ def process_rows(
     holders: HolderScan | None = None,
     history: History | None = None,
     reader: ProcReader | None = None,
+    memo: RowMemo | None = None,
 ) -> tuple[ProcessRow, ...]:
-    """One classified row per process NVML lists or that holds a device file."""
+    """One classified row per process NVML lists or that holds a device file.
+
+    ``memo`` (kept by the caller between calls) reuses each process's verdict while its
+    reading, device files and listing are unchanged.
+    """
+    last = memo._verdicts if memo is not None else {}
+    verdicts: dict[int, _Verdict] = {}
     listed = _listed_by_pid(gpus)
     held = holders.holders if holders is not None else {}
     devices = DeviceMap.of(gpus)
-    pids = set(listed) | set(held)
+    # The most GPU memory first: past the reader's allowance of new processes a tick, those on
+    # screen in the default order are read first.
+    pids = sorted(listed, key=lambda pid: -sum(p.used_memory_bytes or 0 for p in listed[pid]))
+    pids += [pid for pid in held if pid not in listed]
     infos = reader.read_many(pids) if reader is not None else _read_all(pids)
     rows: list[ProcessRow] = []
     for pid in pids:
@@ -350,17 +425,28 @@ def process_rows(
             contexts
             and not files
             and info.visible  # another namespace's PID: nothing to look at here
+            and not is_pending(info)
             and holders is not None
             and pid not in holders.unreadable
-            and (holders.checked is None or pid not in holders.checked)
         ):
-            # Every process with a CUDA context has the device files open. A whole scan may be a
-            # few seconds old, so look at this one PID again before calling it suspect (the
-            # incremental watch has looked at every PID it checked since NVML listed it).
-            now = held_by(pid, holders.dev_dir, holders.proc_root)
-            files = now or ()
-            suspect = now == ()
-        rows.append(_build_row(info, contexts, files, history, suspect=suspect, devices=devices))
+            # Every process with a CUDA context has the device files open.
+            if holders.checked is None:
+                # A whole scan may be a few seconds old: look at this one PID again first.
+                now = held_by(pid, holders.dev_dir, holders.proc_root)
+                files = now or ()
+                suspect = now == ()
+            else:
+                # The incremental watch has looked at every PID in `checked` since NVML listed
+                # it; it reads the others first, within a tick or a few at thousands of them.
+                suspect = pid in holders.checked
+        verdict = _verdict(
+            info, bool(contexts), files, suspect=suspect, devices=devices, last=last.get(pid)
+        )
+        verdicts[pid] = verdict
+        rows.append(_build_row(verdict, contexts, history))
+    if memo is not None:
+        memo.reused = sum(1 for pid, v in verdicts.items() if last.get(pid) is v)
+        memo._verdicts = verdicts
     rows.sort(key=lambda r: (r.gpu_indices[0] if r.gpu_indices else 1 << 30, r.pid))
     return tuple(rows)
 
@@ -375,15 +461,19 @@ def enrich(
     holders: HolderScan | None = None,
     history: History | None = None,
     reader: ProcReader | None = None,
+    memo: RowMemo | None = None,
 ) -> Snapshot:
     """The snapshot with ``processes`` and ``unattributed_memory_bytes`` filled (one-shot use too).
 
     ``holders`` adds processes that hold a device file without a context (None: no holder rows);
-    ``history`` supplies peak memory; ``reader`` keeps CPU % state between calls.
+    ``history`` supplies peak memory; ``reader`` keeps CPU % state between calls; ``memo``
+    reuses unchanged verdicts (:class:`RowMemo`).
     """
     return replace(
         snapshot,
-        processes=process_rows(snapshot.gpus, holders=holders, history=history, reader=reader),
+        processes=process_rows(
+            snapshot.gpus, holders=holders, history=history, reader=reader, memo=memo
+        ),
         unattributed_memory_bytes=unattributed_memory(snapshot.gpus),
         holder_scan_note=holders.note if holders is not None else snapshot.holder_scan_note,
     )

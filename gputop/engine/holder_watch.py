@@ -21,8 +21,9 @@ a device file adds an fd. (One that opens a device, maps it and closes the fd be
 with as many fds as before, is missed until its fd count next changes.)
 
 At start every PID is unread: they are read in full at up to ``catch_up_s`` of CPU a tick (all
-of them in the first tick on a box of a thousand processes), so the first frame never waits for a
-whole scan of a large box.
+of them in the first tick on a box of a thousand processes), PIDs NVML lists first, so the first
+frame never waits for a whole scan of a large box. A listed PID not read yet is not in
+``HolderScan.checked``: its row shows no device files and no suspect note until it is read.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import math
 import os
 import time
 from collections import deque
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
 from gputop.engine.holders import HolderScan, device_prefix, look_at, names_of, note_for
@@ -42,6 +43,9 @@ YOUNG_MAX = 512  # at most this many of them (a build storm spawns thousands)
 MAX_SWEEP_S = 60.0  # the longest sweep, whatever its cost
 _FIRST_COST_S = 8e-6  # a check's cost before one was measured (about 6 µs here)
 _PROBE_COST = 5  # looking up one PID costs about this many times its share of a /proc listing
+# The first frame waits on the first tick: it reads a third of catch_up_s (30 ms, all of a box of
+# about 400 processes here), the later ticks the whole of it.
+FIRST_CATCH_UP_SHARE = 0.3
 
 
 @dataclass(slots=True)
@@ -89,6 +93,7 @@ class HolderWatch:
         self._note: str | None = None
         self._looked = 0
         self._full = 0
+        self._ticks = 0
 
     @property
     def sweep_s(self) -> float:
@@ -102,6 +107,7 @@ class HolderWatch:
         """Do one tick's share of the scan; ``listed`` are the PIDs NVML lists now."""
         start = time.monotonic()
         self._looked = self._full = 0
+        self._ticks += 1
         if self._cursor >= len(self._order):
             self._end_sweep()
             routine = time.perf_counter()
@@ -110,8 +116,8 @@ class HolderWatch:
             self._sweep_cost_s += time.perf_counter() - routine
         else:
             self._births()
-        self._catch_up()
         listed = frozenset(listed)
+        self._catch_up(listed)
         for pid in listed - self._listed:
             if pid not in self._seen:
                 self._born(pid)  # listed before we saw it born
@@ -180,17 +186,26 @@ class HolderWatch:
         self._order.append(pid)  # this sweep checks it too, after its young days
         self._read(pid)
 
-    def _catch_up(self) -> None:
-        """Read unread PIDs (the start-up backlog) for up to ``catch_up_s``."""
+    def _catch_up(self, listed: frozenset[int]) -> None:
+        """Read unread PIDs (the start-up backlog) for up to ``catch_up_s``, listed ones first:
+        until the watch has read a listed PID, enrich cannot tell whether it holds a device."""
         if not self._unread:
             return
-        stop = time.perf_counter() + self.catch_up_s
+        share = FIRST_CATCH_UP_SHARE if self._ticks == 1 else 1.0
+        stop = time.perf_counter() + self.catch_up_s * share
+        seen = self._seen
+        for pids in (listed, self._popped()):
+            for pid in pids:
+                rec = seen.get(pid)
+                if rec is not None and rec.key is None:
+                    self._read(pid)
+                    if time.perf_counter() >= stop:  # after one read at least: it always moves
+                        return
+
+    def _popped(self) -> Iterator[int]:
+        """The backlog's PIDs, each taken off it as it is handed out."""
         while self._unread:
-            pid = self._unread.popleft()
-            if pid in self._seen:
-                self._read(pid)
-            if time.perf_counter() >= stop:  # after one read at least: the backlog always moves
-                break
+            yield self._unread.popleft()
 
     def _young_pids(self, now: float) -> list[int]:
         while self._young:

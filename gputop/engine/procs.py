@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import functools
 import os
+import pwd
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal, overload
 
 import psutil
 
@@ -76,6 +77,16 @@ def not_visible(pid: int, name: str | None = None) -> ProcInfo:
     return ProcInfo(pid=pid, visible=False, name=name, note=NOT_VISIBLE_NOTE)
 
 
+def pending(pid: int) -> ProcInfo:
+    """A process not read yet (past ``NEW_PER_CALL`` new ones in one call)."""
+    return ProcInfo(pid=pid, note=PENDING_NOTE)
+
+
+def is_pending(info: ProcInfo) -> bool:
+    """Whether ``info`` is a :func:`pending` placeholder."""
+    return info.visible and info.create_time is None and info.note == PENDING_NOTE
+
+
 def _absent(pid: int) -> bool:
     """True when surely no process or thread has this PID here (one syscall, no /proc read)."""
     if pid <= 0:
@@ -111,10 +122,19 @@ _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 # is read every time and forces a full reading at once.
 FULL_READ_EVERY_S = 5.0
 # Periodic full readings per read_many call (one a tick): 5,000 GPU processes are refreshed in
-# turn, each within about 50 ticks, instead of 1,000 psutil readings a second.
+# turn, each within about 50 ticks, not 1,000 a second.
 REFRESHES_PER_CALL = 100
 # Processes read from /proc/PID/stat per read_many call; more are read in turn (issue 17).
 STATS_PER_CALL = 1000
+# New processes read in full per read_many call. Past this, a new process gets a light reading:
+# the owner of /proc/PID (its effective uid) stands for its user, as /proc/PID/status (the real
+# uid) costs as much again; its full reading comes on a later call (issue 17: 5,000 new GPU
+# processes on the first frame).
+NEW_FULL_PER_CALL = 500
+# New processes read at all per read_many call; the others are pending (:func:`pending`) until a
+# later call, so the first tick on 5,000 GPU processes does not read them all (issue 17).
+NEW_PER_CALL = 1000
+PENDING_NOTE = "not read yet: gputop reads at most 1,000 new processes a tick"
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,18 +149,31 @@ class _Stat:
     rss_pages: int
 
 
-def _stat(pid: int) -> _Stat | None:
-    """/proc/PID/stat, parsed; None when it cannot be read (gone, not permitted, no /proc)."""
+@overload
+def _read_file(path: str, size: int = ..., *, allow_error: Literal[False] = ...) -> bytes: ...
+@overload
+def _read_file(path: str, size: int = ..., *, allow_error: Literal[True]) -> bytes | None: ...
+def _read_file(path: str, size: int = 1 << 17, *, allow_error: bool = False) -> bytes | None:
+    """Up to ``size`` bytes of a /proc file in one read: os.read, not open(), which costs twice
+    as much on a file this small. When unreadable: b"", or None with ``allow_error``."""
+    failed = None if allow_error else b""
     try:
-        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY)
     except (OSError, ValueError):
-        return None
+        return failed
     try:
-        data = os.read(fd, 4096)
+        return os.read(fd, size)
     except OSError:
-        return None
+        return failed
     finally:
         os.close(fd)
+
+
+def _stat(pid: int) -> _Stat | None:
+    """/proc/PID/stat, parsed; None when it cannot be read (gone, not permitted, no /proc)."""
+    data = _read_file(f"/proc/{pid}/stat", 4096)
+    if not data:
+        return None
     head, _, tail = data.rpartition(b")")  # the name in parentheses may hold anything
     fields = tail.split()
     try:
@@ -162,12 +195,13 @@ class _Known:
     """A process the reader has read before, and what it keeps of it between readings."""
 
     key: tuple[int, float]  # (pid, psutil create time)
-    proc: psutil.Process
+    proc: psutil.Process | None  # None until a psutil reading is asked for (read from /proc)
     stat: _Stat | None = None  # the last /proc/PID/stat reading: the CPU baseline
     stat_at: float = 0.0  # clock time of that reading
     info: ProcInfo | None = None  # the last full reading (psutil)
     full_at: float = 0.0  # clock time of that reading
     shown: ProcInfo | None = None  # the last answer given for it
+    light: bool = False  # info is a light reading: the full one is still owed
 
 
 class ProcReader:
@@ -176,8 +210,10 @@ class ProcReader:
     Keyed by (pid, create_time) so a reused PID never inherits another process's CPU counters.
     A known process is read again from /proc/PID/stat alone (state, parent, CPU time, RSS) while
     its start time and name there are unchanged; its command line, user and uid come from a full
-    psutil reading at most ``full_every_s`` old. Bounded: ``read_many`` drops processes it was
-    not asked about; ``read`` evicts the oldest entries past ``max_cached``. Thread-safe.
+    reading at most ``full_every_s`` old. On Linux a full reading is /proc/PID/stat, status and
+    cmdline (about 50 µs; psutil takes 0.3 ms); psutil reads where there is no /proc/PID/stat,
+    and for ``fresh`` readings. Bounded: ``read_many`` drops processes it was not asked about;
+    ``read`` evicts the oldest entries past ``max_cached``. Thread-safe.
     """
 
     def __init__(
@@ -195,6 +231,9 @@ class ProcReader:
         self._lock = threading.Lock()
         self.full_reads = 0  # psutil readings made (the rest came from /proc/PID/stat alone)
         self._refreshes_left: int | None = None  # read_many's allowance of periodic full reads
+        self._new_left: int | None = None  # read_many's allowance of full reads of new ones
+        self._unread_left: int | None = None  # read_many's allowance of new processes read
+        self._boot_time: float | None = None  # psutil's boot time, read once per read_many
         self._calls = 0  # read_many calls so far: whose turn it is to be read
 
     def __len__(self) -> int:
@@ -210,19 +249,26 @@ class ProcReader:
             self._evict_locked()
             return info
 
-    def read_many(self, pids: list[int] | tuple[int, ...] | set[int]) -> dict[int, ProcInfo]:
+    def read_many(self, pids: Collection[int]) -> dict[int, ProcInfo]:
         """Several processes; forgets every cached process not in ``pids``.
 
         At most ``REFRESHES_PER_CALL`` known processes get their periodic full reading per
-        call (new ones always do): with thousands of GPU processes the command lines and users
-        are refreshed in turn, not all within ``full_every_s``. Past ``STATS_PER_CALL``
-        processes, known ones are read in turn too, each at least every
-        ``ceil(len(pids) / STATS_PER_CALL)`` calls (5 at 5,000 processes).
+        call: with thousands of GPU processes the command lines and users are refreshed in
+        turn, not all within ``full_every_s``. At most ``NEW_FULL_PER_CALL`` new processes are
+        read in full; the others get a light reading (no real uid or access notes yet; the owner
+        of /proc/PID stands for the user) and their full reading on a later call, before any
+        periodic one. Past ``NEW_PER_CALL`` new processes, the rest are :func:`pending` until a
+        later call (``pids`` in the order they should be read: the caller's most important
+        first). Past ``STATS_PER_CALL`` processes, known ones are read in turn too, each at least
+        every ``ceil(len(pids) / STATS_PER_CALL)`` calls (5 at 5,000 processes).
         """
         with self._lock:
             out: dict[int, ProcInfo] = {}
             keep: set[tuple[int, float]] = set()
             self._refreshes_left = REFRESHES_PER_CALL
+            self._new_left = NEW_FULL_PER_CALL
+            self._unread_left = NEW_PER_CALL
+            self._boot_time = None
             # Past STATS_PER_CALL processes, each is read every `turns` calls, in turn by PID;
             # in between its last reading stands (its CPU % then spans those calls).
             turns = -(-len(pids) // STATS_PER_CALL)
@@ -242,7 +288,7 @@ class ProcReader:
                     if key is not None:
                         keep.add(key)
             finally:
-                self._refreshes_left = None
+                self._refreshes_left = self._new_left = self._unread_left = None
             for key in [k for k in self._cache if k not in keep]:
                 self._forget_locked(key)
             # What was asked for is kept whatever its size: evicting some of it would only
@@ -254,24 +300,36 @@ class ProcReader:
         self, pid: int, fresh: bool = False
     ) -> tuple[ProcInfo, tuple[int, float] | None]:
         known = self._at_pid.get(pid)
+        # A PID of another namespace is cheap to answer and is not counted.
+        if known is None and not fresh and self._unread_left is not None and not _absent(pid):
+            if self._unread_left <= 0:
+                return pending(pid), None
+            self._unread_left -= 1
         stat = _stat(pid) if known is not None else None
         if known is None or stat is None or known.stat is None or stat.start != known.stat.start:
-            found = self._identify(pid, stat)
+            new = None if fresh else self._new_from_proc(pid)
+            found = new if new is not None else self._identify(pid, stat)
             if isinstance(found, ProcInfo):
                 return found, None
             known, stat = found
         now = self._clock()
         last, info = known.stat, known.info
-        if (
-            fresh
-            or info is None
-            or stat is None
-            or last is None
-            or stat.comm != last.comm  # exec(): another program in the same process
-            or (stat.state == b"Z") != (last.state == b"Z")  # a zombie has no argv or memory
+        if fresh or info is None or stat is None:
+            info = self._full_locked(known, stat, now)  # psutil
+            if info is None:
+                return not_visible(pid), None
+        elif (
+            (
+                last is not None
+                and (
+                    stat.comm != last.comm  # exec(): another program in the same process
+                    or (stat.state == b"Z") != (last.state == b"Z")  # a zombie: no argv, memory
+                )
+            )
+            or (known.light and self._may_read_new())
             or (now - known.full_at >= self.full_every_s and self._may_refresh())
         ):
-            info = self._full_locked(known, stat, now)
+            info = self._reread_locked(known, stat, now)  # /proc
             if info is None:
                 return not_visible(pid), None
         if stat is None:  # no /proc/PID/stat (not Linux): psutil's own CPU counters
@@ -318,12 +376,57 @@ class ProcReader:
         known = self._cache.get(key)
         if known is None:
             known = self._cache[key] = _Known(key, proc)
+            self._may_read_new()  # a full reading follows: it uses up the call's allowance
             _cpu_percent(proc)  # psutil's baseline, used only where /proc/PID/stat is missing
+        elif known.proc is None:
+            known.proc = proc
         self._at_pid[pid] = known
         return known, stat
 
+    def _new_from_proc(self, pid: int) -> tuple[_Known, _Stat] | None:
+        """A process new to the reader, read from /proc alone: in full while this call's
+        allowance lasts, else light (None: not here, or no /proc/PID/stat)."""
+        stat = _stat(pid)
+        if stat is None:
+            return None
+        if self._boot_time is None:
+            self._boot_time = psutil.boot_time()
+        # psutil's create time, the same float: a psutil reading later finds the same key.
+        key = (pid, float(stat.start) / _CLOCK_TICKS + self._boot_time)
+        known = self._cache.get(key)
+        if known is None:
+            full = self._may_read_new()
+            info = _info_from_proc(pid, key[1], stat, full=full)
+            if info is None:
+                return None
+            self.full_reads += full
+            known = self._cache[key] = _Known(key, None, info=info, light=not full)
+            known.full_at = self._clock()
+        self._at_pid[pid] = known
+        return known, stat
+
+    def _reread_locked(self, known: _Known, stat: _Stat, now: float) -> ProcInfo | None:
+        """A full reading from /proc (None: the process has gone)."""
+        info = _info_from_proc(known.key[0], known.key[1], stat, full=True)
+        if info is None:
+            self._forget_locked(known.key)
+            return None
+        self.full_reads += 1
+        known.info, known.full_at, known.light = info, now, False
+        return info
+
     def _full_locked(self, known: _Known, stat: _Stat | None, now: float) -> ProcInfo | None:
         """Read everything through psutil (None: the process has gone)."""
+        if known.proc is None:  # read from /proc so far
+            try:
+                proc = psutil.Process(known.key[0])
+                same = proc.create_time() == known.key[1]
+            except (psutil.Error, ValueError):
+                same = False
+            if not same:  # gone, or the PID was reused in between: read it as new next time
+                self._forget_locked(known.key)
+                return None
+            known.proc = proc
         try:
             with known.proc.oneshot():
                 d = known.proc.as_dict(attrs=_ATTRS, ad_value=None)
@@ -333,6 +436,7 @@ class ProcReader:
             return None
         self.full_reads += 1
         known.info, known.full_at = _info_from_dict(known.key[0], d, None), now
+        known.light = False
         return known.info
 
     def _forget_locked(self, key: tuple[int, float]) -> None:
@@ -340,6 +444,15 @@ class ProcReader:
         known = self._at_pid.get(key[0])
         if known is not None and known.key == key:
             del self._at_pid[key[0]]
+
+    def _may_read_new(self) -> bool:
+        """Whether a new (or light-read) process may be read in full now (uses one up)."""
+        if self._new_left is None:
+            return True
+        if self._new_left <= 0:
+            return False
+        self._new_left -= 1
+        return True
 
     def _may_refresh(self) -> bool:
         """Whether a periodic full reading fits in this call's allowance (uses one up)."""
@@ -354,13 +467,94 @@ class ProcReader:
         limit = max(self.max_cached, floor)
         if len(self._cache) <= limit:
             return
-        for key in [k for k, known in self._cache.items() if not known.proc.is_running()]:
+        for key in [
+            k for k, known in self._cache.items() if known.proc and not known.proc.is_running()
+        ]:
             self._forget_locked(key)
         while len(self._cache) > limit:
             self._forget_locked(next(iter(self._cache)))  # dicts keep insertion order: oldest first
 
 
-def _cpu_percent(proc: psutil.Process) -> float | None:
+def _info_from_proc(pid: int, create_time: float, stat: _Stat, *, full: bool) -> ProcInfo | None:
+    """What psutil would read, from /proc/PID/status (``full``: the real uid) or the owner of
+    /proc/PID (light: the effective uid) and cmdline; None when the process has gone.
+
+    The strings are cleaned here, as in :func:`_info_from_dict`.
+    """
+    if full:
+        uid = _real_uid(_read_file(f"/proc/{pid}/status", 4096))
+    else:
+        try:
+            uid = os.stat(f"/proc/{pid}").st_uid
+        except OSError:
+            uid = None
+    if uid is None:
+        return None
+    raw = _read_file(f"/proc/{pid}/cmdline", allow_error=True)
+    argv = tuple(clean(a.decode("utf-8", "surrogateescape")) for a in _argv(raw or b""))
+    comm = clean(stat.comm.decode("utf-8", "surrogateescape"))
+    # A zombie has no argv; that is not a permission problem.
+    denied = raw is None and stat.state != b"Z"
+    return ProcInfo(
+        pid=pid,
+        create_time=create_time,
+        user=_user_name(uid),
+        uid=uid,
+        name=_long_name(comm, argv),
+        cmdline=argv,
+        status=_STATUS.get(stat.state),
+        ppid=stat.ppid,
+        host_rss_bytes=stat.rss_pages * _PAGE_BYTES,
+        note=_denied_note(["cmdline"]) if denied else None,
+    )
+
+
+def _real_uid(status: bytes) -> int | None:
+    """The real uid from /proc/PID/status ("Uid:\treal\teffective\tsaved\tfs")."""
+    at = status.find(b"\nUid:")
+    if at < 0:
+        return None
+    try:
+        return int(status[at + 5 :].split(None, 1)[0])
+    except (ValueError, IndexError):
+        return None
+
+
+def _argv(raw: bytes) -> list[bytes]:
+    """/proc/PID/cmdline's arguments, split as psutil splits them (the same argv either way)."""
+    if not raw:
+        return []
+    # A process that rewrote its title (setproctitle) may separate with spaces, not NULs.
+    sep = b"\0" if raw.endswith(b"\0") else b" "
+    if raw.endswith(sep):
+        raw = raw[:-1]
+    argv = raw.split(sep)
+    if sep == b"\0" and len(argv) == 1 and b" " in raw:
+        argv = raw.split(b" ")
+    return argv
+
+
+def _long_name(comm: str, argv: tuple[str, ...]) -> str:
+    """psutil's name: the kernel truncates it to 15 characters; argv[0] may have it whole."""
+    if len(comm) >= 15 and argv:
+        whole = os.path.basename(argv[0])
+        if whole.startswith(comm):
+            return whole
+    return comm
+
+
+@functools.lru_cache(maxsize=256)
+def _user_name(uid: int) -> str:
+    """The name of ``uid`` (its number when it has none), looked up once."""
+    try:
+        return clean(pwd.getpwuid(uid).pw_name)
+    except KeyError:
+        return str(uid)
+
+
+def _cpu_percent(proc: psutil.Process | None) -> float | None:
+    if proc is None:
+        return None
     try:
         return proc.cpu_percent(interval=None)
     except (psutil.AccessDenied, psutil.ZombieProcess):

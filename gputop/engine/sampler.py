@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
+from gputop.engine.enrich import RowMemo
 from gputop.engine.enrich import enrich as enrich_snapshot
 from gputop.engine.history import HISTORY_TICKS, History
 from gputop.engine.holder_watch import HolderWatch
@@ -136,6 +137,7 @@ class Sampler:
         self._asked: HolderScan | None = None  # a whole scan from scan_holders_now, not used yet
         self._holder_note_logged = False
         self._procs = ProcReader()
+        self._rows = RowMemo()
         self._started_mono = time.monotonic()
         self._reader = _Reader(source, self._count_error)
         self._thread = threading.Thread(target=self._run, name="gputop-sampler", daemon=True)
@@ -236,7 +238,11 @@ class Sampler:
             return
         if self._enrich:
             fresh = enrich_snapshot(
-                fresh, holders=self._due_holders(fresh), history=self.history, reader=self._procs
+                fresh,
+                holders=self._due_holders(fresh),
+                history=self.history,
+                reader=self._procs,
+                memo=self._rows,
             )
         self.history.append(fresh)
         with self._lock:

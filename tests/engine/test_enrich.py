@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from gputop.engine import procs
 from gputop.engine.enrich import SUSPECT_NOTE, ProcFacts, classify, enrich, unattributed_memory
 from gputop.engine.history import History
+from gputop.engine.holder_watch import HolderWatch
 from gputop.engine.holders import scan_holders
 from gputop.engine.model import GpuProcess, ProcessRow, ProcessType, ProcState, Snapshot
-from gputop.engine.procs import ProcReader
+from gputop.engine.procs import PENDING_NOTE, ProcReader
 from tests.engine.spawn import HOLD, ORPHAN_MAKER, ZOMBIE_PARENT, Spawner, status_of, wait_until
 from tests.fakes import GiB, lost_gpu, make_gpu, make_snapshot
 
@@ -249,6 +251,35 @@ def test_listed_pid_holding_no_device_is_suspect(spawner: Spawner, dev_dir: Path
     assert row.info.note == SUSPECT_NOTE
 
 
+def test_the_watch_marks_a_listed_pid_suspect_once_it_has_read_it(
+    spawner: Spawner, dev_dir: Path
+) -> None:
+    # The dashboard's incremental watch: it reads a listed PID before enrich may call it suspect.
+    idle = spawner.start("import time; time.sleep(120)")
+    user = spawner.ready(HOLD, str(dev_dir / "nvidia0"))
+    watch = HolderWatch(str(dev_dir), catch_up_s=10.0)
+    scan = watch.tick(1.0, {idle.pid, user.pid})
+    assert {idle.pid, user.pid} <= scan.checked
+    snap = make_snapshot(
+        gpus=(
+            make_gpu(
+                0,
+                processes=tuple(
+                    GpuProcess(pid=p.pid, gpu_index=0, type=ProcessType.COMPUTE)
+                    for p in (idle, user)
+                ),
+            ),
+        )
+    )
+    rows = enrich(snap, holders=scan)
+    assert _row(rows, idle.pid).info.note == SUSPECT_NOTE
+    assert _row(rows, user.pid).info.note is None
+    assert _row(rows, user.pid).device_files == (str(dev_dir / "nvidia0"),)
+    # Not read yet (the start-up backlog of a large box): no verdict, rather than a false one.
+    unread = replace(scan, checked=frozenset())
+    assert _row(enrich(snap, holders=unread), idle.pid).info.note is None
+
+
 def test_device_opened_after_the_scan_is_seen(spawner: Spawner, dev_dir: Path) -> None:
     scan = scan_holders(str(dev_dir))  # taken before the process exists
     proc = spawner.ready(HOLD, str(dev_dir / "nvidia0"))
@@ -256,3 +287,37 @@ def test_device_opened_after_the_scan_is_seen(spawner: Spawner, dev_dir: Path) -
     assert row.states == (A,)
     assert row.info.note is None
     assert row.device_files == (str(dev_dir / "nvidia0"),)
+
+
+def test_past_the_readers_allowance_the_most_memory_is_read_first(
+    spawner: Spawner, dev_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 5,000 new GPU processes on the first tick (issue 17): those on screen are read first.
+    monkeypatch.setattr(procs, "NEW_PER_CALL", 1)
+    small, big = (spawner.start("import time; time.sleep(120)") for _ in range(2))
+    gpu = make_gpu(
+        0,
+        processes=tuple(
+            GpuProcess(
+                pid=p.pid,
+                gpu_index=0,
+                type=ProcessType.COMPUTE,
+                used_memory_bytes=mib * MiB,
+                driver_name="python3",
+            )
+            for p, mib in ((small, 10), (big, 900))
+        ),
+    )
+    snap = make_snapshot(gpus=(gpu,))
+    watch = HolderWatch(str(dev_dir), catch_up_s=10.0)
+    reader = ProcReader()
+    scan = watch.tick(1.0, {small.pid, big.pid})
+    first = enrich(snap, holders=scan, reader=reader)
+    assert _row(first, big.pid).info.create_time is not None
+    waiting = _row(first, small.pid)
+    # Not read yet: the driver's name, its memory, and no verdict on it (not suspect).
+    assert waiting.info.name == "python3" and waiting.info.note == PENDING_NOTE
+    assert waiting.used_memory_bytes == 10 * MiB and waiting.states == (A,)
+    second = enrich(snap, holders=watch.tick(1.0, {small.pid, big.pid}), reader=reader)
+    assert _row(second, small.pid).info.create_time is not None
+    assert _row(second, small.pid).info.note == SUSPECT_NOTE  # holds no device file

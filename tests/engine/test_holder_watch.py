@@ -7,11 +7,15 @@ once per sweep; a PID whose fds did not change is not read again.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
+from gputop.engine import holder_watch
 from gputop.engine.holder_watch import HolderWatch
 from gputop.engine.holders import HolderScan, scan_holders
 from tests.engine.fake_proc import PYTHON_MAPS, add_pid
@@ -61,6 +65,45 @@ def test_the_start_up_backlog_is_read_a_bounded_share_a_tick(
         ticks += 1
         assert ticks <= first.scanned
     assert ticks > 1
+
+
+def test_the_first_tick_reads_a_share_of_the_backlog_the_first_frame_waits_on(
+    dev_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A backlog the budget cannot read whole, however few processes the test machine runs.
+    crowd = [subprocess.Popen(["sleep", "60"]) for _ in range(50)]
+    try:
+        clock = iter(itertools.count(0.0, 0.001))  # every look at the clock: 1 ms later
+        monkeypatch.setattr(holder_watch.time, "perf_counter", lambda: next(clock))
+        watch = _watch(dev_dir, catch_up_s=0.02)
+        first, second = watch.tick(1.0), watch.tick(1.0)
+    finally:
+        for proc in crowd:
+            proc.kill()
+            proc.wait()
+    assert first.scanned > 2 * 20
+    share = holder_watch.FIRST_CATCH_UP_SHARE
+    assert 0 < first.full_looks <= 20 * share + 1
+    assert 20 - 1 <= second.full_looks <= 20 + 1
+
+
+def test_the_backlog_reads_the_pids_nvml_lists_first(spawner: Spawner, dev_dir: Path) -> None:
+    # The newest processes are last in the backlog (it goes by PID): listed, they come first.
+    listed = [spawner.ready(HOLD, str(dev_dir / "nvidia0")).pid for _ in range(2)]
+    watch = _watch(dev_dir, catch_up_s=0.0)  # one full read a tick
+    first = watch.tick(1.0, listed)
+    assert first.full_looks == 1 and first.scanned > 3
+    assert len(first.checked or ()) == 1
+    second = watch.tick(1.0, listed)
+    assert second.checked == frozenset(listed)
+    assert set(second.holders) == set(listed)
+    # Each was read once: the backlog's own turn for them does not read them again.
+    reads: list[int] = []
+    read = watch._read
+    watch._read = lambda pid, key=None: (reads.append(pid), read(pid, key))[1]  # type: ignore[method-assign]
+    while watch._unread:
+        watch.tick(1.0, listed)
+    assert reads and not set(reads) & set(listed)
 
 
 def test_a_new_process_is_read_on_the_next_tick(spawner: Spawner, dev_dir: Path) -> None:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import psutil
 import pytest
 
 from gputop.engine import procs
-from gputop.engine.procs import ProcReader
+from gputop.engine.procs import ProcReader, is_pending
 from tests.engine.spawn import Spawner, status_of, wait_until
 
 SLEEP = "import time; time.sleep(120)"
@@ -90,3 +93,85 @@ def test_up_to_stats_per_call_every_process_is_read_every_call(spawner: Spawner)
         assert reader.read_many(pids)[pids[1]].status == psutil.STATUS_STOPPED
     finally:
         psutil.Process(pids[1]).send_signal(signal.SIGCONT)
+
+
+def test_past_new_full_per_call_new_processes_get_a_light_reading_then_a_full_one(
+    spawner: Spawner,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> None:
+    monkeypatch.setattr(procs, "NEW_FULL_PER_CALL", 2)
+    # One runs under a name longer than the kernel's 15 characters (psutil takes argv[0]'s).
+    program = tmp_path / "a-program-named-longer-than-15"
+    program.symlink_to(sys.executable)
+    named = subprocess.Popen([str(program), "-c", SLEEP, "x y"], stdin=subprocess.DEVNULL)
+    request.addfinalizer(lambda: (named.kill(), named.wait()))
+    pids = [named.pid] + [spawner.start(SLEEP).pid for _ in range(4)]
+    assert wait_until(lambda: all(status_of(pid) == "sleeping" for pid in pids))
+    reader = ProcReader()
+    light = reader.read_many(pids)
+    assert reader.full_reads == 2  # the others are on screen at once, from /proc alone
+    full = {pid: ProcReader().read(pid) for pid in pids}  # what psutil says of each
+    for pid in pids:
+        got, want = light[pid], full[pid]
+        # The same identity (so the same row key and history), user, command and parent.
+        assert (got.create_time, got.user, got.uid, got.name, got.cmdline, got.ppid) == (
+            want.create_time,
+            want.user,
+            want.uid,
+            want.name,
+            want.cmdline,
+            want.ppid,
+        )
+        assert got.visible and got.host_rss_bytes and got.status == "sleeping"
+    counts = []
+    for _ in range(3):
+        before = reader.full_reads
+        reader.read_many(pids)
+        counts.append(reader.full_reads - before)
+    assert light[named.pid].name == program.name
+    assert counts == [2, 1, 0]  # the owed full readings, within the same allowance a call
+    assert len(reader) == 5  # the light entries became the full ones: no duplicates kept
+
+
+def test_a_light_read_process_gone_before_its_full_reading_is_not_shown(
+    spawner: Spawner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(procs, "NEW_FULL_PER_CALL", 0)
+    proc = spawner.start(SLEEP)
+    reader = ProcReader()
+    first = reader.read_many([proc.pid])[proc.pid]
+    assert reader.full_reads == 0
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    # Its light entry is not upgraded: the PID is gone (or, were it reused, another process).
+    monkeypatch.setattr(procs, "NEW_FULL_PER_CALL", 5)
+    again = reader.read_many([proc.pid])[proc.pid]
+    assert first.visible and not again.visible
+    assert len(reader) == 0
+
+
+def test_past_new_per_call_new_processes_are_pending_until_a_later_call(
+    spawner: Spawner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(procs, "NEW_PER_CALL", 2)
+    pids = [spawner.start(SLEEP).pid for _ in range(5)]
+    reader = ProcReader()
+    first = reader.read_many(pids)
+    # Read in the order asked: the caller puts what is on screen first.
+    assert [is_pending(first[pid]) for pid in pids] == [False, False, True, True, True]
+    assert first[pids[2]].visible and first[pids[2]].create_time is None
+    second = reader.read_many(pids)
+    assert [is_pending(second[pid]) for pid in pids] == [False, False, False, False, True]
+    third = reader.read_many(pids)
+    assert not any(is_pending(info) for info in third.values())
+    assert third[pids[4]].create_time == psutil.Process(pids[4]).create_time()
+    # A PID of another namespace (none here) uses up no allowance and is never pending.
+    gone = spawner.start(SLEEP)
+    gone.kill()
+    gone.wait()
+    monkeypatch.setattr(procs, "NEW_PER_CALL", 0)
+    last = reader.read_many([gone.pid, *pids])
+    assert not last[gone.pid].visible and not is_pending(last[gone.pid])
+    assert not any(is_pending(last[pid]) for pid in pids)  # known ones are read as before

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -107,7 +106,7 @@ def _dashboard(scenario: Path, seconds: float) -> tuple[float, float, float]:
         time.sleep(seconds)
         t1, own1, drv1 = time.monotonic(), bench_ui._cpu_s(proc), bench_ui._cpu_s(driver)
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], check=False, capture_output=True)
+        bench_ui._quit(session)  # q, as a user: a closed pane has now and then left one behind
     wall = t1 - t0
     return first, (own1 - own0 + drv1 - drv0) / wall * 100, (drv1 - drv0) / wall * 100
 

@@ -5,9 +5,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -116,3 +119,40 @@ def box(
         return FixedTimeSource(source, wall)
 
     return make
+
+
+def _cgroup2_root() -> Path | None:
+    """Where cgroup v2 is mounted, if this test may create groups there."""
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split(" - ", 1)
+        if len(fields) == 2 and fields[1].startswith("cgroup2 "):
+            root = Path(fields[0].split()[4])
+            return root if os.access(root, os.W_OK) else None
+    return None
+
+
+@pytest.fixture
+def make_cgroup() -> Iterator[Callable[[str], Path]]:
+    """Creates cgroup v2 groups by path (removed afterwards); skips without root or cgroup v2."""
+    root = _cgroup2_root()
+    if root is None or os.geteuid() != 0:
+        pytest.skip("needs root and a writable cgroup v2 mount")
+    made: set[Path] = set()
+
+    def make(relative: str) -> Path:
+        path = root / relative
+        try:
+            path.mkdir(parents=True)
+        except OSError as e:
+            pytest.skip(f"cannot create a cgroup here: {e}")
+        made.update(root / p for p in [Path(relative), *Path(relative).parents] if p != Path("."))
+        return path
+
+    yield make
+    for path in sorted(made, key=lambda p: len(p.parts), reverse=True):
+        with contextlib.suppress(OSError):
+            path.rmdir()

@@ -162,6 +162,8 @@ def diagnose(snapshot: Snapshot, holders: HolderScan | None = None) -> Diagnosis
         out.append(f"holder scan: {holders.scanned} processes, {len(holders.holders)} hold a GPU")
     if snapshot.holder_scan_note:
         out.append(f"note: {snapshot.holder_scan_note}")
+    if snapshot.hidden_pids_note:
+        out.append(f"note: {snapshot.hidden_pids_note}")
     out.append("")
     out.extend(_gpu_line(g, unattributed) for g in snapshot.gpus)
     out.extend(_section("Stuck processes", stuck, with_fix=True))

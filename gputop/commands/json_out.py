@@ -80,6 +80,7 @@ def snapshot_to_dict(snapshot: Snapshot) -> dict[str, Any]:
         "processes": [process_row_to_dict(r) for r in snapshot.processes],
         "unattributed_memory_bytes": _plain(snapshot.unattributed_memory_bytes),
         "holder_scan_note": snapshot.holder_scan_note,
+        "hidden_pids_note": snapshot.hidden_pids_note,
         "driver_note": snapshot.driver_note,
         "sampler_restarts": snapshot.sampler_restarts,
     }

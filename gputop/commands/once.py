@@ -5,6 +5,13 @@ Layout::
     host  2026-11-22 18:54:09  driver 550.54.15  CUDA 12.4  DEMO
     [0]   NVIDIA A100-SXM4-80GB | 61°C,  85 % | 61234 / 81920 MiB | alice:python/1234(20480M)
     [2→0] NVIDIA L40S           | 52°C,  35 % | 20480 / 46068 MiB | serve(18000M)
+    [3]   NVIDIA H100 80GB HBM3 | 41°C,   N/A | 51207 / 81559 MiB
+     ├ 3/1  3g.40gb |   N/A | 30615 / 40448 MiB | alice:python/1235(28529M) bob:jupyter-lab(2048M)
+     └ 3/13 1g.10gb |   N/A |  6212 /  9984 MiB | carol:python(6200M)
+
+A GPU in MIG mode has a line per MIG device under it: GPU/GPU instance (``3/1``; then ``/CI``
+where a GPU instance has several compute instances), the profile as nvidia-smi names it, its
+utilisation (NVML gives none in MIG mode: N/A), its memory and the processes running on it.
 
 A GPU that fell off the bus is ``LOST (reason)``; one the driver did not answer for within
 ``--timeout`` is ``NOT RESPONDING for 5 s (nvmlDeviceGetPowerUsage did not return)``.
@@ -27,7 +34,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from gputop import glyphs, units
-from gputop.engine.model import GpuSample, GpuState, ProcessRow, ProcState, Snapshot
+from gputop.engine.model import GpuSample, GpuState, MigDevice, ProcessRow, ProcState, Snapshot
 from gputop.glyphs import Glyphs
 from gputop.units import Level
 
@@ -99,6 +106,17 @@ class _Proc:
     name: str | None = None  # the short command name, e.g. "python"
     used_memory_bytes: int | None = None
     state: ProcState = ProcState.ACTIVE
+    mig: MigDevice | None = None  # the MIG device it runs on (its GPU is in MIG mode)
+
+
+def _mig_of(gpu: GpuSample, pid: int) -> MigDevice | None:
+    """The MIG device of ``gpu`` that the driver lists ``pid`` on, if any."""
+    if not gpu.mig_devices:
+        return None
+    for proc in gpu.processes:
+        if proc.pid == pid:
+            return gpu.mig_device_of(proc)
+    return None
 
 
 def _row_memory(row: ProcessRow, gpu: GpuSample) -> int | None:
@@ -112,7 +130,10 @@ def _row_memory(row: ProcessRow, gpu: GpuSample) -> int | None:
 def _procs_for(gpu: GpuSample, snapshot: Snapshot) -> list[_Proc]:
     """The GPU's processes: enriched rows when the snapshot has them, else NVML's bare list."""
     if not snapshot.processes:
-        return [_Proc(pid=p.pid, used_memory_bytes=p.used_memory_bytes) for p in gpu.processes]
+        return [
+            _Proc(pid=p.pid, used_memory_bytes=p.used_memory_bytes, mig=gpu.mig_device_of(p))
+            for p in gpu.processes
+        ]
     return [
         _Proc(
             pid=row.pid,
@@ -120,6 +141,7 @@ def _procs_for(gpu: GpuSample, snapshot: Snapshot) -> list[_Proc]:
             name=row.info.name or _basename(row.info.cmdline),
             used_memory_bytes=_row_memory(row, gpu),
             state=row.state,
+            mig=_mig_of(gpu, row.pid),
         )
         for row in snapshot.processes
         if gpu.index in row.gpu_indices
@@ -215,8 +237,9 @@ def _metrics(gpu: GpuSample, options: OnceOptions, g: Glyphs) -> _Line:
 
 
 def _tokens(gpu: GpuSample, snapshot: Snapshot, options: OnceOptions) -> list[_Line]:
-    """The GPU's process tokens, then its unattributed memory (a stuck holder's trace)."""
-    tokens = [_proc_token(p, options) for p in _procs_for(gpu, snapshot)]
+    """The GPU's process tokens (but those on its MIG devices' lines), then its unattributed
+    memory (a stuck holder's trace)."""
+    tokens = [_proc_token(p, options) for p in _procs_for(gpu, snapshot) if p.mig is None]
     unattributed = dict(snapshot.unattributed_memory_bytes).get(gpu.index)
     if unattributed:
         tokens.append([_Seg(f"(+{units.mib_compact(unattributed)} unattributed)", "1;33")])
@@ -239,6 +262,54 @@ def state_text(gpu: GpuSample) -> str:
         return f"NOT RESPONDING{since}{reason}"
     reason = f" ({gpu.error})" if gpu.error else ""
     return f"{gpu.state.value.upper()}{reason}"
+
+
+def _mig_label(mig: MigDevice, gpu: GpuSample, show_cuda: bool, arrow: str) -> str:
+    """``0/1`` (GPU/GI); ``0/1/0`` when its GPU instance has several compute instances; with
+    ``→cuda`` (``→-``) when CUDA indices are shown."""
+    label = mig.label
+    shared = sum(m.gpu_instance_id == mig.gpu_instance_id for m in gpu.mig_devices) > 1
+    if shared and mig.compute_instance_id is not None:
+        label += f"/{mig.compute_instance_id}"
+    if show_cuda:
+        label += arrow + ("-" if mig.cuda_index is None else str(mig.cuda_index))
+    return label
+
+
+def _mig_lines(
+    gpu: GpuSample, snapshot: Snapshot, options: OnceOptions, g: Glyphs, show_cuda: bool
+) -> list[_Line]:
+    """One line per MIG device of a GPU in MIG mode: label, profile, utilisation, memory and
+    the processes that run on it."""
+    devices = gpu.mig_devices
+    if gpu.state is not GpuState.OK or not devices:
+        return []
+    width = options.width or 80
+    procs = [p for p in _procs_for(gpu, snapshot) if p.mig is not None]
+    labels = [_mig_label(m, gpu, show_cuda, g.arrow) for m in devices]
+    label_w = max(len(label) for label in labels)
+    profile_w = max(len(units.text(m.profile)) for m in devices)
+    lines = []
+    for n, (mig, label) in enumerate(zip(devices, labels, strict=True)):
+        last = n == len(devices) - 1
+        branch = ("└" if last else "├") if g.unicode else ("`-" if last else "|-")
+        util = mig.utilization_gpu_percent
+        used, total = mig.memory_used_bytes, mig.memory_total_bytes
+        head: _Line = [
+            _Seg(f" {branch} "),
+            _Seg(label.ljust(label_w), "36"),
+            _Seg(" "),
+            _Seg(units.text(mig.profile).ljust(profile_w), "34"),
+            _Seg(" | "),
+            _Seg(units.percent_padded(util), _LEVEL_STYLE[units.utilization_level(util)]),
+            _Seg(" | "),
+            _Seg(
+                units.mib_pair(used, total, width=5), _LEVEL_STYLE[units.memory_level(used, total)]
+            ),
+        ]
+        tokens = [_proc_token(p, options) for p in procs if p.mig == mig]
+        lines.append(_gpu_line(head, tokens, width, g.ellipsis))
+    return lines
 
 
 def _gpu_line(head: _Line, tokens: list[_Line], width: int, ellipsis: str) -> _Line:
@@ -298,6 +369,7 @@ def render_once(snapshot: Snapshot, options: OnceOptions) -> str:
         name = _fit_name(units.text(gpu.name), name_w, g.ellipsis)
         head = _gpu_head(gpu, options, g, label.ljust(label_w), name)
         lines.append(_gpu_line(head, gpu_tokens, width, g.ellipsis))
+        lines += _mig_lines(gpu, snapshot, options, g, show_cuda)
     if not gpus:
         lines.append(_clip([_Seg("no NVIDIA GPU found")], width, g.ellipsis))
     text = "".join(_paint(line, options.color) + "\n" for line in lines)

@@ -86,7 +86,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-i", "--id", metavar="IDS", help="only these GPUs: index, UUID or PCI bus id, comma list"
     )
-    parser.add_argument("--count", type=positive_int, metavar="N", help="stop after N samples")
+    parser.add_argument(
+        "--count",
+        type=positive_int,
+        metavar="N",
+        help=f"stop after N samples, one interval apart (without -l: {DEFAULT_LOOP_S:g} s)",
+    )
     add_timeout_argument(
         parser,
         default_s=DEFAULT_TIMEOUT_S,
@@ -262,9 +267,16 @@ def _output(filename: str | None) -> Iterator[IO[str]]:
 
 
 def _interval_s(args: argparse.Namespace) -> float | None:
+    """Seconds between samples; None for a single sample.
+
+    ``--count N`` without ``-l``/``-lms`` samples every DEFAULT_LOOP_S (``-l``'s default, as
+    nvidia-smi's), not back to back: N readings milliseconds apart would all say the same.
+    """
     if args.loop_ms is not None:
         return float(args.loop_ms) / 1000
-    return float(args.loop) if args.loop is not None else None
+    if args.loop is not None:
+        return float(args.loop)
+    return DEFAULT_LOOP_S if args.count is not None and args.count > 1 else None
 
 
 def _lines_for(

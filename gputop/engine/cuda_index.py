@@ -17,10 +17,13 @@ Entries are comma separated, surrounding whitespace ignored, and each is one of:
   enough to name one GPU (``GPU-8932f937``); matched without regard to case. As a convenience
   gputop also accepts a prefix without ``GPU-`` when it does not start with a digit (one that
   does is an index, as in CUDA);
-- a MIG device: the old form ``MIG-GPU-<gpu uuid>/<gi>/<ci>`` names its parent GPU, which gputop
-  shows as the next CUDA index, and the list ends after it (CUDA enumerates a single MIG
-  instance only); the new form ``MIG-<mig uuid>`` cannot be tied to a GPU from NVML device data,
-  so gputop ends the list before it. GPUs in MIG mode are otherwise treated as whole GPUs.
+- a MIG device: ``MIG-<mig uuid>`` (as ``nvidia-smi -L`` prints it; a unique prefix will do)
+  or the old form ``MIG-GPU-<gpu uuid>/<gi>/<ci>``. It is that MIG device (see
+  :func:`cuda_mig_index_map`) on its GPU, which gputop shows with the same CUDA index, and the
+  list ends after it (CUDA enumerates a single MIG instance only). A MIG UUID no GPU has is
+  invalid; so is an old-form entry whose GPU instance and compute instance its GPU does not
+  have, when its MIG devices are known (when they are not, the entry names the GPU). GPUs in
+  MIG mode are otherwise treated as whole GPUs.
 
 As in CUDA, the first invalid entry (negative, empty, garbage, an index out of range, an unknown
 or ambiguous UUID) ends the list: the entries before it stay visible (``0,2,-1,1`` shows 0 and
@@ -38,6 +41,15 @@ PCI_BUS_ID = "PCI_BUS_ID"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class MigKey:
+    """One MIG device of a GPU in MIG mode, as CUDA_VISIBLE_DEVICES can name it."""
+
+    uuid: str  # "MIG-..."
+    gpu_instance_id: int | None = None
+    compute_instance_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DeviceKey:
     """What cuda_index_map needs to know of one NVML device (the optional fields refine order)."""
 
@@ -47,6 +59,7 @@ class DeviceKey:
     compute_capability: tuple[int, int] | None = None
     multiprocessor_count: int | None = None
     clock_sm_max_mhz: int | None = None
+    mig_devices: tuple[MigKey, ...] = ()  # in MIG mode: its MIG devices, where known
 
 
 def parse_pci_bus_id(bus_id: str | None) -> tuple[int, int, int, int] | None:
@@ -125,23 +138,52 @@ def _match_uuid(prefix: str, ordered: Sequence[DeviceKey]) -> DeviceKey | None:
     return hits[0] if len(hits) == 1 else None  # unknown or ambiguous: invalid
 
 
-def _resolve(entry: _Entry, ordered: Sequence[DeviceKey]) -> DeviceKey | None:
-    if entry.kind == "index":
-        position = int(entry.value)
-        return ordered[position] if position < len(ordered) else None
-    if entry.kind == "uuid":
-        return _match_uuid(entry.value, ordered)
-    if entry.value.startswith("gpu-"):  # legacy MIG-GPU-<uuid>/<gi>/<ci>
-        return _match_uuid(entry.value.split("/", 1)[0], ordered)
+_Resolved = tuple[DeviceKey, MigKey | None]
+
+
+def _match_mig(prefix: str, ordered: Sequence[DeviceKey]) -> _Resolved | None:
+    """The GPU and MIG device whose MIG UUID starts with ``mig-<prefix>`` (unique), if any."""
+    hits = [
+        (d, m) for d in ordered for m in d.mig_devices if m.uuid.lower().startswith("mig-" + prefix)
+    ]
+    return hits[0] if len(hits) == 1 else None
+
+
+def _match_legacy(value: str, ordered: Sequence[DeviceKey]) -> _Resolved | None:
+    """``gpu-<uuid>/<gi>/<ci>``: the GPU, and its MIG device with those ids where known."""
+    uuid, _, ids = value.partition("/")
+    device = _match_uuid(uuid, ordered)
+    if device is None:
+        return None
+    if not device.mig_devices:
+        return device, None  # its MIG devices are not known: the entry names the GPU
+    gi_text, _, ci_text = ids.partition("/")
+    gi, ci = _strtoul(gi_text), _strtoul(ci_text)
+    for mig in device.mig_devices:
+        if (mig.gpu_instance_id, mig.compute_instance_id) == (gi, ci):
+            return device, mig
     return None
 
 
-def visible_devices(devices: Sequence[DeviceKey], environ: Mapping[str, str]) -> list[DeviceKey]:
-    """The devices a CUDA program would see, in CUDA index order."""
+def _resolve(entry: _Entry, ordered: Sequence[DeviceKey]) -> _Resolved | None:
+    if entry.kind == "index":
+        position = int(entry.value)
+        return (ordered[position], None) if position < len(ordered) else None
+    if entry.kind == "uuid":
+        device = _match_uuid(entry.value, ordered)
+        return None if device is None else (device, None)
+    if entry.value.startswith("gpu-"):  # legacy MIG-GPU-<uuid>/<gi>/<ci>
+        return _match_legacy(entry.value, ordered)
+    return _match_mig(entry.value, ordered) if entry.value else None
+
+
+def _visible(devices: Sequence[DeviceKey], environ: Mapping[str, str]) -> list[_Resolved]:
+    """The devices a CUDA program would see, in CUDA index order, each with the MIG device
+    that it is in that program (None: the whole GPU)."""
     ordered = cuda_order(devices, environ)
     visible = environ.get("CUDA_VISIBLE_DEVICES")
     if visible is None:
-        return ordered
+        return [(d, None) for d in ordered]
     entries: list[_Entry] = []
     for raw in visible.split(","):
         entry = _parse_entry(raw)
@@ -150,19 +192,32 @@ def visible_devices(devices: Sequence[DeviceKey], environ: Mapping[str, str]) ->
         entries.append(entry)
     if len(set(entries)) != len(entries):
         return []  # the same entry twice: CUDA sees no device at all
-    chosen: list[DeviceKey] = []
+    chosen: list[_Resolved] = []
     for entry in entries:
-        device = _resolve(entry, ordered)
-        if device is None:
+        resolved = _resolve(entry, ordered)
+        if resolved is None:
             break
-        if device in chosen:
+        if any(resolved[0] == device for device, _ in chosen):
             return []  # two entries naming one device, e.g. "0,GPU-<uuid of 0>"
-        chosen.append(device)
+        chosen.append(resolved)
         if entry.kind == "mig":
             break  # CUDA enumerates a single MIG instance
     return chosen
 
 
+def visible_devices(devices: Sequence[DeviceKey], environ: Mapping[str, str]) -> list[DeviceKey]:
+    """The devices a CUDA program would see, in CUDA index order."""
+    return [device for device, _ in _visible(devices, environ)]
+
+
 def cuda_index_map(devices: Sequence[DeviceKey], environ: Mapping[str, str]) -> dict[int, int]:
-    """NVML index -> CUDA index; NVML devices a CUDA program would not see are absent."""
-    return {d.index: i for i, d in enumerate(visible_devices(devices, environ))}
+    """NVML index -> CUDA index; NVML devices a CUDA program would not see are absent.
+
+    A GPU whose MIG device CUDA_VISIBLE_DEVICES names has that device's CUDA index.
+    """
+    return {d.index: i for i, (d, _) in enumerate(_visible(devices, environ))}
+
+
+def cuda_mig_index_map(devices: Sequence[DeviceKey], environ: Mapping[str, str]) -> dict[str, int]:
+    """MIG device UUID -> CUDA index, for the MIG device CUDA_VISIBLE_DEVICES names (if any)."""
+    return {m.uuid: i for i, (_, m) in enumerate(_visible(devices, environ)) if m is not None}

@@ -11,15 +11,18 @@ difference, not the excess over the tolerance.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 import psutil
 
+from gputop.engine.containers import hidden_pids_note, own_container
 from gputop.engine.history import History
 from gputop.engine.holders import DAEMON_NAMES, HolderScan, held_by
 from gputop.engine.model import (
+    Container,
     GpuProcess,
     GpuSample,
     GpuState,
@@ -469,11 +472,22 @@ def enrich(
     ``history`` supplies peak memory; ``reader`` keeps CPU % state between calls; ``memo``
     reuses unchanged verdicts (:class:`RowMemo`).
     """
+    rows = process_rows(snapshot.gpus, holders=holders, history=history, reader=reader, memo=memo)
+    hidden = sum(1 for r in rows if r.state is ProcState.NAMESPACE)
     return replace(
         snapshot,
-        processes=process_rows(
-            snapshot.gpus, holders=holders, history=history, reader=reader, memo=memo
-        ),
+        processes=rows,
         unattributed_memory_bytes=unattributed_memory(snapshot.gpus),
         holder_scan_note=holders.note if holders is not None else snapshot.holder_scan_note,
+        # The simulated driver's stand-in PIDs exist nowhere: no advice to see the host's.
+        hidden_pids_note=(
+            hidden_pids_note(hidden, _own_container())
+            if hidden and not snapshot.system.simulated
+            else None
+        ),
     )
+
+
+@functools.cache
+def _own_container() -> Container | None:
+    return own_container()  # it does not change while gputop runs

@@ -32,6 +32,9 @@ from gputop.errors import UsageError
 _CREATE_TIME_TOLERANCE_S = 0.01  # the same process always reports the same create time
 SENDING = "sending"  # the audit result of a signal recorded before it is sent
 
+# How long a send waits for the process to exit before it says "still running".
+GRACE_S = 2.0
+
 
 class Signal(StrEnum):
     """The signals gputop sends."""
@@ -342,7 +345,7 @@ class Killer:
         signal: Signal,
         *,
         with_children: bool = False,
-        grace_s: float = 3.0,
+        grace_s: float = GRACE_S,
     ) -> KillResult:
         """Signal the process (and its children); wait up to ``grace_s`` to report ``exited``."""
         decision = self.decide(identity, signal, with_children)

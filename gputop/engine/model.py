@@ -92,6 +92,50 @@ class GpuProcess:
     memory_util_percent: int | None = None
     # nvmlSystemGetProcessName, read only for PIDs this PID namespace cannot see (None otherwise)
     driver_name: str | None = None
+    # On a GPU in MIG mode: the GPU instance and compute instance the context runs in (None on
+    # a whole GPU, or when the driver does not say).
+    gpu_instance_id: int | None = None
+    compute_instance_id: int | None = None
+
+    @property
+    def device_label(self) -> str:
+        """Where it runs, as the process table's GPU column shows it: ``"0"``, or ``"0/1"`` (GPU
+        0, GPU instance 1) on a MIG device."""
+        return device_label(self.gpu_index, self.gpu_instance_id)
+
+
+def device_label(gpu_index: int, gpu_instance_id: int | None = None) -> str:
+    """``"0"`` for a whole GPU, ``"0/1"`` for GPU instance 1 of GPU 0 (nvidia-smi's GPU, GI)."""
+    return str(gpu_index) if gpu_instance_id is None else f"{gpu_index}/{gpu_instance_id}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MigDevice:
+    """One MIG device (a compute instance of a GPU instance) of a GPU in MIG mode.
+
+    NVML gives a MIG device its own memory but no utilisation (nor per-process utilisation):
+    ``utilization_gpu_percent`` is None on the drivers to date (N/A, as nvidia-smi shows).
+    """
+
+    index: int  # nvmlDeviceGetMigDeviceHandleByIndex's index under its GPU
+    gpu_index: int  # NVML index of the GPU it is part of
+    gpu_instance_id: int | None = None  # GI id, as nvidia-smi's "GI ID"
+    compute_instance_id: int | None = None  # CI id, as nvidia-smi's "CI ID"
+    profile: str | None = None  # as nvidia-smi names it: "3g.40gb"; "1c.3g.40gb" for a smaller CI
+    uuid: str | None = None  # "MIG-...", what CUDA_VISIBLE_DEVICES takes
+    cuda_index: int | None = None  # CUDA index in a program started from this shell
+    gpu_instance_slices: int | None = None  # the "3" of 3g.40gb
+    compute_instance_slices: int | None = None
+    multiprocessor_count: int | None = None
+    memory_total_bytes: int | None = None  # the GPU instance's memory (its CIs share it)
+    memory_used_bytes: int | None = None
+    memory_free_bytes: int | None = None
+    utilization_gpu_percent: int | None = None
+
+    @property
+    def label(self) -> str:
+        """``"0/1"``: GPU 0, GPU instance 1 (the process table's GPU column for its processes)."""
+        return device_label(self.gpu_index, self.gpu_instance_id)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -152,6 +196,8 @@ class GpuSample:
     persistence_mode: bool | None = None
     mig_mode: bool | None = None
     processes: tuple[GpuProcess, ...] = ()
+    # In MIG mode: its MIG devices, in NVML's index order (empty otherwise, or when unreadable).
+    mig_devices: tuple[MigDevice, ...] = ()
     # Only when a query asks for them (empty otherwise): readings beyond the ones above, keyed by
     # engine.probes.Probe.key, and why a reading is None, keyed by that key or attribute name.
     extra: tuple[tuple[str, Scalar], ...] = ()
@@ -169,12 +215,45 @@ class GpuSample:
                 return value
         return None
 
+    def mig_device_of(self, process: GpuProcess) -> MigDevice | None:
+        """The MIG device a context of this GPU runs on (by its GI and CI ids), if any."""
+        if process.gpu_instance_id is None:
+            return None
+        in_gi = [m for m in self.mig_devices if m.gpu_instance_id == process.gpu_instance_id]
+        for mig in in_gi:
+            if mig.compute_instance_id == process.compute_instance_id:
+                return mig
+        return in_gi[0] if len(in_gi) == 1 else None
+
     def why_unavailable(self, key: str) -> Unavailable | None:
         """Why reading ``key`` (an extra's key or an attribute name) is None, when known."""
         for name, why in self.unavailable:
             if name == key:
                 return why
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class Container:
+    """A container a process runs in (from its cgroup); strings are clean."""
+
+    runtime: str  # docker, containerd, cri-o, podman, nspawn, lxc, or "kubernetes" (cgroupfs)
+    id: str  # the runtime's id (64 hex digits), or the machine's name (nspawn, LXC)
+    name: str | None = None  # the runtime's name for it, where readable
+    pod: str | None = None  # Kubernetes pod name, where readable
+    namespace: str | None = None  # Kubernetes namespace, where readable
+    pod_uid: str | None = None  # from the cgroup path: always known for a pod's container
+
+    @property
+    def short_id(self) -> str:
+        """The id as ``docker ps`` shows it (12 characters)."""
+        plain = len(self.id) == 64 and all(c in "0123456789abcdef" for c in self.id)
+        return self.id[:12] if plain else self.id
+
+    @property
+    def label(self) -> str:
+        """What a table shows: the name, else the short id."""
+        return self.name or self.short_id
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -193,6 +272,7 @@ class ProcInfo:
     cpu_percent: float | None = None
     host_rss_bytes: int | None = None
     note: str | None = None  # why something is missing, in words
+    container: Container | None = None  # None: none, or not known (yet)
 
     @property
     def command(self) -> str:
@@ -248,6 +328,8 @@ class Snapshot:
     processes: tuple[ProcessRow, ...] = ()
     unattributed_memory_bytes: tuple[tuple[int, int], ...] = ()  # (gpu index, bytes)
     holder_scan_note: str | None = None  # e.g. "not root: other users' files unreadable"
+    # Set when gputop runs in a container that cannot see the host's PIDs the driver lists.
+    hidden_pids_note: str | None = None
     stale_s: float | None = field(default=None, compare=False)  # set when this is an old reading
     # What is wrong with the driver or the sampler, in one line, while it lasts (e.g. "DRIVER
     # CRASHED (SIGSEGV in libnvidia-ml) — restarting", "nvmlDeviceGetPowerUsage (GPU 3) hung").
@@ -260,3 +342,14 @@ class Snapshot:
             if g.index == index:
                 return g
         return None
+
+    def device_labels(self, row: ProcessRow) -> tuple[str, ...]:
+        """Where a process runs, one label per GPU: ``("0/1",)`` on GPU instance 1 of GPU 0
+        (from the driver's per-GPU lists), ``"2"`` on a whole GPU or where the driver lists no
+        context for it (a holder)."""
+        labels: list[str] = []
+        for index in row.gpu_indices:
+            gpu = self.gpu(index)
+            listed = [p for p in gpu.processes if p.pid == row.pid] if gpu is not None else []
+            labels.append(listed[0].device_label if listed else device_label(index))
+        return tuple(labels)

@@ -9,22 +9,24 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import math
 import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import pynvml
 
-from gputop.engine.cuda_index import DeviceKey, cuda_index_map
+from gputop.engine.cuda_index import DeviceKey, MigKey, cuda_index_map, cuda_mig_index_map
 from gputop.engine.model import (
     THROTTLE_REASON_BITS,
     GpuProcess,
     GpuSample,
     GpuState,
+    MigDevice,
     ProcessType,
     Scalar,
     Snapshot,
@@ -139,6 +141,22 @@ class _Static:
     pcie_width_max: int | None = None
     fans: int | None = None
     cuda_index: int | None = None
+    mig_keys: tuple[MigKey, ...] = ()  # its MIG devices at start (for CUDA_VISIBLE_DEVICES)
+    # MIG: the GPU's instance profiles (read when first needed), and what does not change of
+    # each MIG device, by its UUID (ids, profile name, slices): read when it first appears.
+    mig_profiles: tuple[_Profile, ...] = ()
+    mig_static: dict[str, dict[str, Any]] = field(default_factory=dict)
+    mig_utilization: bool = True  # False once a MIG device gave none (no driver to date does)
+
+
+@dataclass(frozen=True, slots=True)
+class _Profile:
+    """One of a GPU's instance profiles (nvmlDeviceGetGpuInstanceProfileInfo): names MIG devices."""
+
+    name: str | None  # "3g.40gb" (None: the driver's struct has no name)
+    slices: int
+    memory_mb: int
+    media: tuple[int, int, int, int]  # decoders, encoders, JPEG and OFA engines
 
 
 class NvmlSource:
@@ -168,6 +186,7 @@ class NvmlSource:
         except pynvml.NVMLError as exc:
             raise DriverError(f"cannot count GPUs: {exc}") from None
         self._handles: list[Any | None] = []
+        self._mig_cuda: dict[str, int] = {}  # MIG device UUID -> CUDA index
         self._handle_errors: dict[int, pynvml.NVMLError] = {}  # why a GPU has no handle
         self._static: list[_Static] = []
         for i in range(count):
@@ -241,6 +260,7 @@ class NvmlSource:
             st.pcie_gen_max = _read(pynvml.nvmlDeviceGetMaxPcieLinkGeneration, handle)
             st.pcie_width_max = _read(pynvml.nvmlDeviceGetMaxPcieLinkWidth, handle)
             st.fans = _first(lambda: pynvml.nvmlDeviceGetNumFans(handle))
+            st.mig_keys = _mig_keys(handle)
         except _Lost:
             pass  # the per-tick read reports the GPU as lost
         return st
@@ -252,12 +272,14 @@ class NvmlSource:
                 uuid=st.uuid,
                 pci_bus_id=st.pci_bus_id,
                 compute_capability=st.compute_capability,
+                mig_devices=st.mig_keys,
             )
             for i, st in enumerate(self._static)
         ]
         mapping = cuda_index_map(keys, self._environ)
         for i, st in enumerate(self._static):
             st.cuda_index = mapping.get(i)
+        self._mig_cuda = cuda_mig_index_map(keys, self._environ)
 
     def _read_system(self) -> SystemInfo:
         return SystemInfo(
@@ -391,7 +413,9 @@ class NvmlSource:
         values["persistence_mode"] = bool(persistence) if persistence is not None else None
         mig = _read(pynvml.nvmlDeviceGetMigMode, h)
         values["mig_mode"] = bool(mig[0]) if mig else None
-        values["processes"] = self._read_processes(index, h)
+        migs = self._read_mig(index, h, st) if values["mig_mode"] else []
+        values["mig_devices"] = tuple(device for device, _ in migs)
+        values["processes"] = self._read_processes(index, h, migs)
         if self._asked is not None:  # only gputop query asks; the dashboard's tick never does
             values.update(self._asked.read(h, values))
         return values
@@ -432,19 +456,53 @@ class NvmlSource:
             return None
         return tuple(name for name, bit in THROTTLE_REASON_BITS.items() if mask & bit)
 
+    # -- MIG ------------------------------------------------------------------------------
+    def _read_mig(self, index: int, h: Any, st: _Static) -> list[tuple[MigDevice, Any]]:
+        """The GPU's MIG devices with their handles. A MIG call that fails leaves out what it
+        would have read (never the GPU: only a lost GPU raises)."""
+        devices: list[tuple[MigDevice, Any]] = []
+        known: dict[str, dict[str, Any]] = {}
+        for i, mh in _mig_handles(h):
+            uuid = _text(_soft(pynvml.nvmlDeviceGetUUID, mh))
+            fixed = st.mig_static.get(uuid) if uuid else None
+            if fixed is None:
+                fixed = _mig_identity(h, mh, st)
+            if uuid and None not in fixed.values():  # else asked again next time
+                known[uuid] = fixed
+            mem = _soft(pynvml.nvmlDeviceGetMemoryInfo, mh)
+            util = _soft(pynvml.nvmlDeviceGetUtilizationRates, mh) if st.mig_utilization else None
+            st.mig_utilization = util is not None
+            device = MigDevice(
+                index=i,
+                gpu_index=index,
+                uuid=uuid,
+                cuda_index=self._mig_cuda.get(uuid) if uuid else None,
+                memory_total_bytes=_int_of(mem, "total"),
+                memory_used_bytes=_int_of(mem, "used"),
+                memory_free_bytes=_int_of(mem, "free"),
+                utilization_gpu_percent=_int_of(util, "gpu"),
+                **fixed,
+            )
+            devices.append((device, mh))
+        st.mig_static = known  # forget MIG devices that are gone (instances re-made)
+        return devices
+
     # -- processes ------------------------------------------------------------------------
-    def _read_processes(self, index: int, h: Any) -> tuple[GpuProcess, ...]:
+    def _read_processes(
+        self, index: int, h: Any, migs: Sequence[tuple[MigDevice, Any]] = ()
+    ) -> tuple[GpuProcess, ...]:
         # A C+G process (a CUDA context in a graphics app) is in both lists, each entry with
         # the process's whole memory on this GPU: count it once, as nvidia-smi and nvitop do.
-        by_pid: dict[int, tuple[ProcessType, int | None]] = {}
+        by_pid: dict[int, tuple[ProcessType, int | None, int | None, int | None]] = {}
         for kind, ptype in (("Compute", ProcessType.COMPUTE), ("Graphics", ProcessType.GRAPHICS)):
-            for pid, used in self._list_processes(kind, h):
+            for pid, used, gi, ci in self._list_on_gpu(kind, h, migs):
                 seen = by_pid.get(pid)
                 if seen is None:
-                    by_pid[pid] = (ptype, used)
+                    by_pid[pid] = (ptype, used, gi, ci)
                 else:
                     merged = ptype if seen[0] is ptype else ProcessType.MIXED
-                    by_pid[pid] = (merged, _max_known(seen[1], used))
+                    gi, ci = (seen[2], seen[3]) if seen[2] is not None else (gi, ci)
+                    by_pid[pid] = (merged, _max_known(seen[1], used), gi, ci)
         utils = self._read_process_utilization(index, h) if by_pid else {}
         return tuple(
             GpuProcess(
@@ -455,9 +513,33 @@ class NvmlSource:
                 sm_util_percent=utils.get(pid, (None, None))[0],
                 memory_util_percent=utils.get(pid, (None, None))[1],
                 driver_name=self._foreign_name(pid),
+                gpu_instance_id=gi,
+                compute_instance_id=ci,
             )
-            for pid, (ptype, used) in sorted(by_pid.items())
+            for pid, (ptype, used, gi, ci) in sorted(by_pid.items())
         )
+
+    def _list_on_gpu(
+        self, kind: str, h: Any, migs: Sequence[tuple[MigDevice, Any]]
+    ) -> list[_Listed]:
+        """The GPU's contexts of one kind. In MIG mode the GPU's own list needs privileges
+        (NVML: "aggregate information, only if the caller has appropriate privileges"); without
+        them, each MIG device's list, whose contexts run in that device's instances."""
+        listed, error = self._list_processes(kind, h)
+        if error != pynvml.NVML_ERROR_NO_PERMISSION or not migs:
+            return listed
+        out: list[_Listed] = []
+        for mig, mh in migs:
+            for pid, used, gi, ci in self._list_processes(kind, mh)[0]:
+                out.append(
+                    (
+                        pid,
+                        used,
+                        mig.gpu_instance_id if gi is None else gi,
+                        mig.compute_instance_id if ci is None else ci,
+                    )
+                )
+        return out
 
     def _foreign_name(self, pid: int) -> str | None:
         """The driver's name for a PID this PID namespace cannot see (a container's, say).
@@ -477,8 +559,9 @@ class NvmlSource:
         self._foreign_names[pid] = name
         return name
 
-    def _list_processes(self, kind: str, h: Any) -> list[tuple[int, int | None]]:
-        """(pid, used bytes) pairs, trying the v3, v2 then v1 call: drivers disagree."""
+    def _list_processes(self, kind: str, h: Any) -> tuple[list[_Listed], int | None]:
+        """(pid, used bytes, GPU instance id, compute instance id) of each context, trying the
+        v3, v2 then v1 call (drivers disagree); and the error that left the list empty."""
         apis = [self._proc_api] if self._proc_api else list(_PROCESS_CALLS)
         for api in apis:
             suffix, struct = _PROCESS_CALLS[api]
@@ -491,11 +574,21 @@ class NvmlSource:
                 if exc.value == pynvml.NVML_ERROR_GPU_IS_LOST:
                     raise _Lost from None
                 if exc.value in _FIELD_ERRORS:
-                    return []
+                    return [], exc.value
                 raise
             self._proc_api = api
-            return [(int(p.pid), _used(p.usedGpuMemory)) for p in result]
-        return []
+            if struct is _ProcessInfoV1:  # no instance ids in the oldest struct
+                return [(int(p.pid), _used(p.usedGpuMemory), None, None) for p in result], None
+            return [
+                (
+                    int(p.pid),
+                    _used(p.usedGpuMemory),
+                    _instance_id(p.gpuInstanceId),
+                    _instance_id(p.computeInstanceId),
+                )
+                for p in result
+            ], None
+        return [], pynvml.NVML_ERROR_FUNCTION_NOT_FOUND
 
     def _read_process_utilization(self, index: int, h: Any) -> dict[int, tuple[int, int]]:
         # The driver keeps per-process samples a few times a second; asking only for samples
@@ -670,6 +763,135 @@ def _memory_temperature(h: Any) -> int | None:
         return None
     value = int(values[0].value.uiVal)
     return value if 0 < value < 200 else None  # 0 or garbage: no sensor
+
+
+_Listed = tuple[int, int | None, int | None, int | None]  # pid, used bytes, GI id, CI id
+_MAX_MIG_DEVICES = 64  # more than any GPU has: a driver answering nonsense is not asked forever
+
+
+def _instance_id(value: int) -> int | None:
+    """A GPU/compute instance id from a process struct; NVML_VALUE_NOT_AVAILABLE (not in MIG
+    mode) is None."""
+    return None if value >= 0xFFFFFFFF else int(value)
+
+
+def _soft(call: Callable[..., T], *args: Any) -> T | None:
+    """A MIG call's answer, or None whatever the driver (or an older pynvml) says, but for a
+    lost GPU: a GPU's MIG part must never cost the GPU its readings."""
+    try:
+        return call(*args)
+    except pynvml.NVMLError as exc:
+        if exc.value == pynvml.NVML_ERROR_GPU_IS_LOST:
+            raise _Lost from None
+        return None
+    except _MISSING:  # a binding without the call, or a struct without the member
+        return None
+
+
+def _int_of(struct: Any, name: str) -> int | None:
+    value = getattr(struct, name, None) if struct is not None else None
+    return None if value is None else int(value)
+
+
+def _mig_handles(h: Any) -> list[tuple[int, Any]]:
+    """(index, handle) of each MIG device of a GPU in MIG mode; indices without one are skipped."""
+    count = _soft(pynvml.nvmlDeviceGetMaxMigDeviceCount, h)
+    if not count:
+        return []
+    out = []
+    for i in range(min(int(count), _MAX_MIG_DEVICES)):
+        mh = _soft(pynvml.nvmlDeviceGetMigDeviceHandleByIndex, h, i)
+        if mh is not None:
+            out.append((i, mh))
+    return out
+
+
+def _mig_keys(h: Any) -> tuple[MigKey, ...]:
+    """The MIG devices of a GPU in MIG mode, as CUDA_VISIBLE_DEVICES may name them."""
+    mode = _soft(pynvml.nvmlDeviceGetMigMode, h)
+    if not mode or not mode[0]:
+        return ()
+    keys = []
+    for _, mh in _mig_handles(h):
+        uuid = _text(_soft(pynvml.nvmlDeviceGetUUID, mh))
+        if uuid:
+            keys.append(
+                MigKey(
+                    uuid=uuid,
+                    gpu_instance_id=_soft(pynvml.nvmlDeviceGetGpuInstanceId, mh),
+                    compute_instance_id=_soft(pynvml.nvmlDeviceGetComputeInstanceId, mh),
+                )
+            )
+    return tuple(keys)
+
+
+def _mig_identity(h: Any, mh: Any, st: _Static) -> dict[str, Any]:
+    """What does not change of a MIG device: its ids, slices and profile name."""
+    attrs = _soft(pynvml.nvmlDeviceGetAttributes, mh)
+    return {
+        "gpu_instance_id": _soft(pynvml.nvmlDeviceGetGpuInstanceId, mh),
+        "compute_instance_id": _soft(pynvml.nvmlDeviceGetComputeInstanceId, mh),
+        "gpu_instance_slices": _int_of(attrs, "gpuInstanceSliceCount"),
+        "compute_instance_slices": _int_of(attrs, "computeInstanceSliceCount"),
+        "multiprocessor_count": _int_of(attrs, "multiprocessorCount"),
+        "profile": _profile_name(h, attrs, st),
+    }
+
+
+def _profile_name(h: Any, attrs: Any, st: _Static) -> str | None:
+    """The MIG device's name as nvidia-smi gives it: its GPU instance profile's name
+    (``3g.40gb``), after ``<c>c.`` when its compute instance is smaller (``1c.3g.40gb``).
+
+    The profile is the one of the GPU's whose slices and memory (then media engines) are the
+    device's; where none is, or the driver names none, the name is made as NVIDIA's MIG guide
+    names devices: slices, then memory in whole GB rounded up.
+    """
+    if attrs is None:
+        return None
+    slices, ci_slices = int(attrs.gpuInstanceSliceCount), int(attrs.computeInstanceSliceCount)
+    memory_mb = int(attrs.memorySizeMB)
+    if not slices or not memory_mb:
+        return None
+    if not st.mig_profiles:  # none yet (or none read: asked again for a new device)
+        st.mig_profiles = _read_profiles(h)
+    matches = [p for p in st.mig_profiles if (p.slices, p.memory_mb) == (slices, memory_mb)]
+    media = (
+        int(attrs.sharedDecoderCount),
+        int(attrs.sharedEncoderCount),
+        int(attrs.sharedJpegCount),
+        int(attrs.sharedOfaCount),
+    )
+    matches = [p for p in matches if p.media == media] or matches
+    name = matches[0].name if matches else None
+    if name is None:
+        name = f"{slices}g.{math.ceil(memory_mb / 1024)}gb"
+    return f"{ci_slices}c.{name}" if 0 < ci_slices < slices else name
+
+
+def _read_profiles(h: Any) -> tuple[_Profile, ...]:
+    """Every GPU instance profile the GPU has (asked once per GPU, when first needed)."""
+    out: list[_Profile] = []
+    for profile in range(int(getattr(pynvml, "NVML_GPU_INSTANCE_PROFILE_COUNT", 18))):
+        info = _soft(lambda p=profile: pynvml.nvmlDeviceGetGpuInstanceProfileInfo(h, p))
+        if info is None:  # a driver without the named (v2) struct: the first one
+            info = _soft(lambda p=profile: pynvml.nvmlDeviceGetGpuInstanceProfileInfo(h, p, 1))
+        if info is None:
+            continue
+        name = _text(getattr(info, "name", None))
+        out.append(
+            _Profile(
+                name=name.removeprefix("MIG ").strip() or None if name else None,
+                slices=int(info.sliceCount),
+                memory_mb=int(info.memorySizeMB),
+                media=(
+                    int(info.decoderCount),
+                    int(info.encoderCount),
+                    int(info.jpegCount),
+                    int(info.ofaCount),
+                ),
+            )
+        )
+    return tuple(out)
 
 
 def _max_known(a: int | None, b: int | None) -> int | None:

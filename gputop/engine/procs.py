@@ -18,7 +18,8 @@ from typing import Any, Literal, overload
 
 import psutil
 
-from gputop.engine.model import ProcInfo
+from gputop.engine.containers import ContainerNames, container_of
+from gputop.engine.model import Container, ProcInfo
 from gputop.engine.sanitize import clean, clean_optional
 from gputop.errors import UsageError
 
@@ -222,8 +223,10 @@ class ProcReader:
         *,
         full_every_s: float = FULL_READ_EVERY_S,
         clock: Callable[[], float] = time.monotonic,
+        containers: ContainerNames | None = None,
     ) -> None:
         self.max_cached = max_cached
+        self._names = containers if containers is not None else ContainerNames()
         self.full_every_s = full_every_s
         self._clock = clock
         self._cache: dict[tuple[int, float], _Known] = {}
@@ -348,6 +351,7 @@ class ProcReader:
             uid=info.uid,
             name=info.name,
             cmdline=info.cmdline,
+            container=info.container,
             status=_STATUS.get(stat.state, info.status),
             ppid=stat.ppid,
             cpu_percent=cpu,
@@ -396,7 +400,8 @@ class ProcReader:
         known = self._cache.get(key)
         if known is None:
             full = self._may_read_new()
-            info = _info_from_proc(pid, key[1], stat, full=full)
+            box = self._container(pid) if full else None
+            info = _info_from_proc(pid, key[1], stat, full=full, container=box)
             if info is None:
                 return None
             self.full_reads += full
@@ -407,7 +412,8 @@ class ProcReader:
 
     def _reread_locked(self, known: _Known, stat: _Stat, now: float) -> ProcInfo | None:
         """A full reading from /proc (None: the process has gone)."""
-        info = _info_from_proc(known.key[0], known.key[1], stat, full=True)
+        pid = known.key[0]
+        info = _info_from_proc(pid, known.key[1], stat, full=True, container=self._container(pid))
         if info is None:
             self._forget_locked(known.key)
             return None
@@ -435,9 +441,15 @@ class ProcReader:
             self._forget_locked(known.key)
             return None
         self.full_reads += 1
-        known.info, known.full_at = _info_from_dict(known.key[0], d, None), now
-        known.light = False
+        info = _info_from_dict(known.key[0], d, None)
+        known.info = replace(info, container=self._container(known.key[0]))
+        known.full_at, known.light = now, False
         return known.info
+
+    def _container(self, pid: int) -> Container | None:
+        """The container ``pid`` runs in, named where the runtime's files say (full readings)."""
+        found = container_of(pid)
+        return self._names.name(found) if found is not None else None
 
     def _forget_locked(self, key: tuple[int, float]) -> None:
         self._cache.pop(key, None)
@@ -475,7 +487,9 @@ class ProcReader:
             self._forget_locked(next(iter(self._cache)))  # dicts keep insertion order: oldest first
 
 
-def _info_from_proc(pid: int, create_time: float, stat: _Stat, *, full: bool) -> ProcInfo | None:
+def _info_from_proc(
+    pid: int, create_time: float, stat: _Stat, *, full: bool, container: Container | None = None
+) -> ProcInfo | None:
     """What psutil would read, from /proc/PID/status (``full``: the real uid) or the owner of
     /proc/PID (light: the effective uid) and cmdline; None when the process has gone.
 
@@ -506,6 +520,7 @@ def _info_from_proc(pid: int, create_time: float, stat: _Stat, *, full: bool) ->
         ppid=stat.ppid,
         host_rss_bytes=stat.rss_pages * _PAGE_BYTES,
         note=_denied_note(["cmdline"]) if denied else None,
+        container=container,
     )
 
 

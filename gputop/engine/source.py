@@ -91,7 +91,7 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
         const="demo",
         default=argparse.SUPPRESS,
         metavar="NAME",
-        help="simulated driver, shipped scenario NAME (default demo; also dgx, faults, flaky)",
+        help="simulated driver, shipped scenario NAME (default demo; also dgx, faults, flaky, mig)",
     )
     group.add_argument(
         "--scenario",

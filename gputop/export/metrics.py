@@ -5,6 +5,10 @@ GPU metrics use NVIDIA dcgm-exporter's names, types, HELP texts, units and label
 ``DCGM_FI_DRIVER_VERSION``; see its etc/default-counters.csv and rendermetrics), so dashboards
 built for it (Grafana 12239) work unchanged. gputop's own metrics start with ``gputop_``.
 A reading the driver does not report (None) is left out, as dcgm-exporter leaves out blank values.
+
+A GPU in MIG mode keeps its own series and adds, for each MIG device, the framebuffer series of
+the device's GPU instance, labelled as dcgm-exporter labels them: the GPU's labels and
+``GPU_I_PROFILE`` (``3g.40gb``) and ``GPU_I_ID`` (the GPU instance id), after ``modelName``.
 """
 
 from __future__ import annotations
@@ -13,12 +17,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from gputop.engine.model import GpuSample, GpuState, ProcessRow, ProcState, Snapshot
+from gputop.engine.model import GpuSample, GpuState, MigDevice, ProcessRow, ProcState, Snapshot
 from gputop.units import KiB, whole_mib
 
 # dcgm-exporter's per-GPU labels, in its order; hostname is added when known (renamed from
 # "Hostname" in dcgm-exporter #655), then the driver version label its default counters add.
 DCGM_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName")
+MIG_LABELS = ("GPU_I_PROFILE", "GPU_I_ID")  # dcgm-exporter's, on a MIG device's series only
+PROCESS_LABELS = ("gpu", "UUID", "pid", "user", "command", "container", "pod", "namespace")
 HOST_LABEL = "hostname"
 DRIVER_LABEL = "DCGM_FI_DRIVER_VERSION"
 STUCK_STATES = (ProcState.HOLDER, ProcState.DEFUNCT, ProcState.ORPHAN, ProcState.STOPPED)
@@ -33,10 +39,12 @@ class Kind(StrEnum):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Sample:
-    """One time series value: label values in the family's label order."""
+    """One time series value: label values in the family's label order, or in its own."""
 
     labels: tuple[str, ...]
     value: float
+    # Its own label names where they are not its family's (a MIG device's series has two more).
+    label_names: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,11 +60,12 @@ class Family:
 
 @dataclass(frozen=True, slots=True)
 class DcgmField:
-    """A dcgm-exporter field that gputop can fill from a GpuSample."""
+    """A dcgm-exporter field that gputop can fill from a GpuSample (and a MigDevice)."""
 
     name: str
     help: str
     read: Callable[[GpuSample], float | None]
+    read_mig: Callable[[MigDevice], float | None] | None = None  # None: not per MIG device
 
 
 def _div(value: int | None, by: int) -> float | None:
@@ -88,7 +97,10 @@ DCGM_FIELDS: tuple[DcgmField, ...] = (
         lambda g: _div(g.power_limit_mw, 1000),
     ),
     DcgmField(
-        "DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", lambda g: g.utilization_gpu_percent
+        "DCGM_FI_DEV_GPU_UTIL",
+        "GPU utilization (in %).",
+        lambda g: g.utilization_gpu_percent,
+        lambda m: m.utilization_gpu_percent,  # NVML gives none in MIG mode: left out
     ),
     DcgmField(
         "DCGM_FI_DEV_MEM_COPY_UTIL",
@@ -102,11 +114,13 @@ DCGM_FIELDS: tuple[DcgmField, ...] = (
         "DCGM_FI_DEV_FB_FREE",
         "Framebuffer memory free (in MiB).",
         lambda g: _mib(g.memory_free_bytes),
+        lambda m: _mib(m.memory_free_bytes),
     ),
     DcgmField(
         "DCGM_FI_DEV_FB_USED",
         "Framebuffer memory used (in MiB).",
         lambda g: _mib(g.memory_used_bytes),
+        lambda m: _mib(m.memory_used_bytes),
     ),
     DcgmField(
         "DCGM_FI_DEV_FB_RESERVED",
@@ -117,6 +131,7 @@ DCGM_FIELDS: tuple[DcgmField, ...] = (
         "DCGM_FI_DEV_FB_TOTAL",
         "Framebuffer memory total (in MiB).",
         lambda g: _mib(g.memory_total_bytes),
+        lambda m: _mib(m.memory_total_bytes),
     ),
     # NVML's PCIe counter (KiB/s over 20 ms) is what DCGM's deprecated PCIE_*_THROUGHPUT fields
     # read; current DCGM points them at these names, a rate in bytes per second.
@@ -140,8 +155,11 @@ DCGM_FIELDS: tuple[DcgmField, ...] = (
 )
 
 
-def dcgm_labels(gpu: GpuSample, snapshot: Snapshot) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(label names, label values) dcgm-exporter attaches to this GPU's series."""
+def dcgm_labels(
+    gpu: GpuSample, snapshot: Snapshot, mig: MigDevice | None = None
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(label names, label values) dcgm-exporter attaches to this GPU's series (or to those of
+    its MIG device ``mig``: the GPU's, with GPU_I_PROFILE and GPU_I_ID after modelName)."""
     names = list(DCGM_LABELS)
     values = [
         str(gpu.index),
@@ -150,6 +168,10 @@ def dcgm_labels(gpu: GpuSample, snapshot: Snapshot) -> tuple[tuple[str, ...], tu
         f"nvidia{gpu.index}",  # dcgm-exporter uses the GPU id here, not the minor number
         gpu.name or "",
     ]
+    if mig is not None:
+        names += MIG_LABELS
+        gi = mig.gpu_instance_id
+        values += [mig.profile or "", "" if gi is None else str(gi)]
     if snapshot.system.hostname:
         names.append(HOST_LABEL)
         values.append(snapshot.system.hostname)
@@ -167,11 +189,12 @@ def dcgm_families(snapshot: Snapshot) -> list[Family]:
         label_names: tuple[str, ...] = ()
         for gpu in live:
             value = field.read(gpu)
-            if value is None:
-                continue
-            label_names, label_values = dcgm_labels(gpu, snapshot)
-            samples.append(Sample(labels=label_values, value=float(value)))
+            if value is not None:
+                label_names, label_values = dcgm_labels(gpu, snapshot)
+                samples.append(Sample(labels=label_values, value=float(value)))
+            samples += _mig_samples(field, gpu, snapshot)
         if samples:
+            label_names = label_names or (samples[0].label_names or ())
             families.append(
                 Family(
                     name=field.name,
@@ -182,6 +205,23 @@ def dcgm_families(snapshot: Snapshot) -> list[Family]:
                 )
             )
     return families
+
+
+def _mig_samples(field: DcgmField, gpu: GpuSample, snapshot: Snapshot) -> list[Sample]:
+    """The field's series for each MIG device of the GPU (one per GPU instance: its compute
+    instances share its memory)."""
+    if field.read_mig is None:
+        return []
+    samples = []
+    seen: set[int | None] = set()
+    for mig in gpu.mig_devices:
+        value = field.read_mig(mig)
+        if value is None or mig.gpu_instance_id in seen:
+            continue
+        seen.add(mig.gpu_instance_id)
+        names, values = dcgm_labels(gpu, snapshot, mig)
+        samples.append(Sample(labels=values, value=float(value), label_names=names))
+    return samples
 
 
 def short_command(row: ProcessRow | None) -> str:
@@ -202,13 +242,38 @@ def process_family(snapshot: Snapshot) -> Family:
                 continue
             row = rows.get(proc.pid)
             user = row.info.user if row is not None and row.info.user else ""
-            labels = (str(gpu.index), gpu.uuid or "", str(proc.pid), user, short_command(row))
-            samples.append(Sample(labels=labels, value=float(proc.used_memory_bytes)))
+            box = row.info.container if row is not None else None
+            labels = (
+                str(gpu.index),
+                gpu.uuid or "",
+                str(proc.pid),
+                user,
+                short_command(row),
+                # dcgm-exporter's Kubernetes label names; empty outside containers.
+                box.label if box is not None else "",
+                (box.pod or "") if box is not None else "",
+                (box.namespace or "") if box is not None else "",
+            )
+            value = float(proc.used_memory_bytes)
+            mig = gpu.mig_device_of(proc)
+            if mig is None:
+                samples.append(Sample(labels=labels, value=value))
+            else:  # on a MIG device: dcgm-exporter's two labels of it, as on its FB series
+                gi = "" if mig.gpu_instance_id is None else str(mig.gpu_instance_id)
+                samples.append(
+                    Sample(
+                        labels=(*labels, mig.profile or "", gi),
+                        value=value,
+                        label_names=(*PROCESS_LABELS, *MIG_LABELS),
+                    )
+                )
     return Family(
         name="gputop_process_gpu_memory_bytes",
         kind=Kind.GAUGE,
-        help="GPU memory used by a process on a GPU (in bytes); command is the short name only.",
-        label_names=("gpu", "UUID", "pid", "user", "command"),
+        help="GPU memory used by a process on a GPU (in bytes); command is the short name only; "
+        "container, pod and namespace are empty outside containers; GPU_I_PROFILE and GPU_I_ID "
+        "name the MIG device it runs on, if any.",
+        label_names=PROCESS_LABELS,
         samples=tuple(samples),
     )
 

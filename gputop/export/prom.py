@@ -16,6 +16,7 @@ from typing import Protocol
 
 from prometheus_client import CollectorRegistry, write_to_textfile
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.samples import Sample as PromSample
 
 from gputop.engine.model import Snapshot
 from gputop.errors import UsageError
@@ -40,7 +41,11 @@ def to_prometheus(family: Family) -> Metric:
     else:
         metric = GaugeMetricFamily(family.name, family.help, labels=family.label_names)
     for sample in family.samples:
-        metric.add_metric(list(sample.labels), sample.value)
+        if sample.label_names is None:
+            metric.add_metric(list(sample.labels), sample.value)
+        else:  # a series with labels of its own (a MIG device's): only gauges have them
+            labels = dict(zip(sample.label_names, sample.labels, strict=True))
+            metric.samples.append(PromSample(family.name, labels, sample.value))
     return metric
 
 

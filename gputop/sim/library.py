@@ -34,6 +34,8 @@ from gputop.sim.answers import (
     _Unsupported,
 )
 from gputop.sim.clock import Clock, ElapsedClock
+from gputop.sim.mig import SimMigDevice
+from gputop.sim.mig_calls import MigCalls
 from gputop.sim.query_calls import QueryCalls
 from gputop.sim.scenario import CallFault, Scenario, SimGpu, SimProcess, Wave
 from gputop.units import MiB
@@ -95,7 +97,7 @@ class _Fn:
         known = lib._handle_index.get(id(handle))
         index = known[1] if known is not None and known[0] is handle else lib._index(handle)
         if index is None:
-            return ERROR_INVALID_ARGUMENT
+            return lib._mig_call(name, handle, args)
         gpu = lib._scenario.gpus[index]
         if gpu.slow_calls:
             delay = gpu.slow_calls.get(name)
@@ -116,7 +118,7 @@ class _Fn:
 _ANY_TIME = frozenset({"nvmlInitWithFlags", "nvmlErrorString"})
 
 
-class SimLibrary(QueryCalls):
+class SimLibrary(QueryCalls, MigCalls):
     """The simulated NVML library for one Scenario."""
 
     def __init__(self, scenario: Scenario, clock: Clock | None = None) -> None:
@@ -129,6 +131,7 @@ class SimLibrary(QueryCalls):
         self._handle_bufs = [ctypes.create_string_buffer(8) for _ in scenario.gpus]
         self._by_address = {ctypes.addressof(b): i for i, b in enumerate(self._handle_bufs)}
         self._handle_index: dict[int, tuple[Any, int]] = {}
+        self._init_mig()  # MIG device handles, made when first asked for
         self.blocked: dict[str, threading.Event] = {}  # tests: a call that waits until set()
         self.dev_dir = "/dev"  # where this box's device files are (actors: a private folder)
         self.cast: Cast | None = None  # the real actor processes, when started
@@ -182,11 +185,42 @@ class SimLibrary(QueryCalls):
             self._handle_index[id(handle)] = (handle, index)
         return index
 
+    def _mig_call(self, name: str, handle: Any, args: tuple[Any, ...]) -> int:
+        """A call on a MIG device handle: its GPU's gates, then the call's ``_mig_`` answer.
+
+        Slow calls and a lost GPU are the GPU's; ``unsupported`` and ``call_errors`` name the
+        GPU's own calls, ``mig_call_errors`` those made on its MIG devices.
+        """
+        found = self._mig_of(handle)
+        if found is None:
+            return ERROR_INVALID_ARGUMENT
+        gpu = self._scenario.gpus[found[0]]
+        if found[1] >= len(gpu.mig_devices) or not gpu.mig:
+            return ERROR_INVALID_ARGUMENT  # a handle of a MIG device that is gone
+        mig = gpu.mig_devices[found[1]]
+        delay = gpu.slow_calls.get(name)
+        if delay:
+            time.sleep(delay)
+        if gpu.lost_after_s is not None and self.clock.now() >= gpu.lost_after_s:
+            return ERROR_GPU_IS_LOST
+        if name in gpu.mig_call_errors:
+            return gpu.mig_call_errors[name]
+        impl = getattr(self, "_mig_" + name, None)
+        if impl is None:
+            return ERROR_NOT_SUPPORTED  # most of NVML is not answered for a MIG device
+        try:
+            return int(impl(gpu, mig, *args[1:]))
+        except _Unsupported:
+            return ERROR_NOT_SUPPORTED
+
     def _fault(self, name: str, args: tuple[Any, ...]) -> None:
         """Hang or crash in call ``name`` if a scenario fault says so now."""
         gpu: int | None = None
         if args and isinstance(args[0], ctypes._Pointer):
             gpu = self._index(args[0])
+            if gpu is None:  # a MIG device's call is its GPU's
+                mig = self._mig_of(args[0])
+                gpu = None if mig is None else mig[0]
         for fault in self._faults[name]:
             if fault.gpu is not None and fault.gpu != gpu:
                 continue
@@ -361,6 +395,9 @@ class SimLibrary(QueryCalls):
         reserved = self._int(gpu, "memory_reserved_mib") * MiB
         owner = self.cast.pids.get(gpu.extra_used_by or "") if self.cast else None
         used = self._int(gpu, "extra_used_mib") * MiB if self._actor_alive(owner) else 0
+        if gpu.mig_devices:  # each GPU instance's memory that no process owns, once
+            extra = {m.gpu_instance_id: m.extra_used_mib for m in gpu.mig_devices}
+            used += sum(round(mib) for mib in extra.values()) * MiB
         t, seed = self.clock.now(), self._seed(gpu)
         for p in self._present(gpu):
             used += round(p.used_memory_mib.at(t, seed)) * MiB
@@ -397,18 +434,25 @@ class SimLibrary(QueryCalls):
         return SUCCESS
 
     # -- utilisation ----------------------------------------------------------------------
+    # In MIG mode the GPU answers no utilisation: not as a whole, nor per process.
     def _nvmlDeviceGetUtilizationRates(self, gpu: SimGpu, out: Any) -> int:
+        if gpu.mig:
+            raise _Unsupported
         util = _target(out)
         util.gpu = self._int(gpu, "util_gpu")
         util.memory = self._int(gpu, "util_memory")
         return SUCCESS
 
     def _nvmlDeviceGetEncoderUtilization(self, gpu: SimGpu, util: Any, period: Any) -> int:
+        if gpu.mig:
+            raise _Unsupported
         _put(util, self._int(gpu, "encoder"))
         _put(period, 167000)
         return SUCCESS
 
     def _nvmlDeviceGetDecoderUtilization(self, gpu: SimGpu, util: Any, period: Any) -> int:
+        if gpu.mig:
+            raise _Unsupported
         _put(util, self._int(gpu, "decoder"))
         _put(period, 167000)
         return SUCCESS
@@ -560,12 +604,23 @@ class SimLibrary(QueryCalls):
         if gpu.mig is None:
             raise _Unsupported
         _put(current, int(gpu.mig))
-        _put(pending, int(gpu.mig))
+        _put(pending, int(gpu.mig if gpu.mig_pending is None else gpu.mig_pending))
         return SUCCESS
 
     # -- processes ------------------------------------------------------------------------
-    def _list_processes(self, gpu: SimGpu, kind: str, count: Any, array: Any) -> int:
+    def _list_processes(
+        self, gpu: SimGpu, kind: str, count: Any, array: Any, mig: SimMigDevice | None = None
+    ) -> int:
+        """The GPU's contexts of this kind (only a MIG device's, on its handle), each with its
+        GPU and compute instance ids in MIG mode (NVML_VALUE_NOT_AVAILABLE otherwise)."""
         procs = self.processes(gpu, kind)
+        if mig is not None:
+            procs = [
+                p
+                for p in procs
+                if p.gpu_instance == mig.gpu_instance_id
+                and p.compute_instance == mig.compute_instance_id
+            ]
         n = _target(count)
         if array is None or n.value < len(procs):
             n.value = len(procs)
@@ -575,8 +630,9 @@ class SimLibrary(QueryCalls):
             _set(slot, "pid", proc.pid)
             _set(slot, "usedGpuMemory", round(proc.used_memory_mib.at(t, seed)) * MiB)
             if hasattr(type(slot), "gpuInstanceId"):  # the v1 struct has none
-                _set(slot, "gpuInstanceId", NOT_AVAILABLE_U32)
-                _set(slot, "computeInstanceId", NOT_AVAILABLE_U32)
+                gi, ci = proc.gpu_instance, proc.compute_instance
+                _set(slot, "gpuInstanceId", NOT_AVAILABLE_U32 if gi is None else gi)
+                _set(slot, "computeInstanceId", NOT_AVAILABLE_U32 if ci is None else ci)
         n.value = len(procs)
         return SUCCESS
 
@@ -594,6 +650,8 @@ class SimLibrary(QueryCalls):
     def _nvmlDeviceGetProcessUtilization(
         self, gpu: SimGpu, array: Any, count: Any, since: Any
     ) -> int:
+        if gpu.mig:
+            return ERROR_NOT_SUPPORTED  # none per process in MIG mode
         procs = [p for p in self._present(gpu) if p.sm_util is not None]
         if not procs:
             return ERROR_NOT_FOUND

@@ -141,11 +141,15 @@ class QueryCalls:
         return SUCCESS
 
     def _nvmlDeviceGetJpgUtilization(self, gpu: SimGpu, util: Any, period: Any) -> int:
+        if gpu.mig:  # no utilisation in MIG mode
+            raise _Unsupported
         _put(util, self._int(gpu, "jpeg"))
         _put(period, 167000)
         return SUCCESS
 
     def _nvmlDeviceGetOfaUtilization(self, gpu: SimGpu, util: Any, period: Any) -> int:
+        if gpu.mig:  # no utilisation in MIG mode
+            raise _Unsupported
         _put(util, self._int(gpu, "ofa"))
         _put(period, 167000)
         return SUCCESS

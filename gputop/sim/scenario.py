@@ -14,7 +14,7 @@ import random
 import stat
 import tomllib
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from gputop.engine.model import THROTTLE_REASON_BITS
 from gputop.engine.sanitize import clean
 from gputop.errors import UsageError
 from gputop.sim.actors import ActorSpec
+from gputop.sim.mig import SimMigDevice, mig_devices
 
 _TWO_PI = 2 * math.pi  # the same float `2 * math.pi * t` starts with
 
@@ -93,6 +94,8 @@ class SimProcess:
     actor: str | None = None  # with --demo, the PID of this real actor process replaces pid
     start_s: float = 0.0  # appears at this scenario time
     end_s: float | None = None  # disappears at this scenario time
+    gpu_instance: int | None = None  # on a GPU in MIG mode: the GPU instance it runs in
+    compute_instance: int | None = None  # ... and its compute instance (default: the GI's first)
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -115,6 +118,9 @@ class SimGpu:
     compute_mode: int = 0
     persistence: bool | None = True
     mig: bool | None = False
+    mig_pending: bool | None = None  # MIG mode after the next reset (None: as now)
+    mig_devices: tuple[SimMigDevice, ...] = ()  # in MIG mode: its compute instances
+    mig_call_errors: dict[str, int] = field(default_factory=dict)  # as call_errors, MIG handles
     compute_capability: tuple[int, int] | None = (8, 0)
     serial: str | None = None  # None: the board has none (NOT_SUPPORTED)
     extra_used_by: str | None = None  # the actor whose death frees extra_used_mib
@@ -227,6 +233,9 @@ GPU_KEYS = {
     "compute_mode",
     "persistence",
     "mig",
+    "mig_pending",
+    "gpu_instances",
+    "mig_call_errors",
     "compute_capability",
     "serial",
     "extra_used_by",
@@ -337,22 +346,32 @@ def _gpu_from_dict(spec: dict[str, Any], index: int, seed: int) -> SimGpu:
         raise UsageError(f"scenario: {where}: unknown compute_mode {mode!r}")
     crc = zlib.crc32(f"{seed}:{index}".encode())
     cc = spec.get("compute_capability", [8, 0])
+    mig = _flag(spec.get("mig", False))
+    memory_total_mib = int(spec.get("memory_total_mib", 81920))
+    migs = mig_devices(spec.get("gpu_instances", []), memory_total_mib, where, f"{seed}:{index}")
+    if migs and mig is not True:
+        raise UsageError(f"scenario: {where}: gpu_instances need mig = true")
+    processes = tuple(
+        _placed(_process_from_dict(p, f"{where}: process"), migs, f"{where}: process")
+        for p in spec.get("processes", [])
+    )
     return SimGpu(
         name=str(spec.get("name", "NVIDIA A100-SXM4-80GB")),
         uuid=str(
             spec.get("uuid") or f"GPU-{crc:08x}-{index:04x}-4{crc % 4096:03x}-8000-{crc:012x}"
         ),
         pci_bus_id=str(spec.get("pci_bus_id") or f"00000000:{0x10 + index * 0x10:02X}:00.0"),
-        memory_total_mib=int(spec.get("memory_total_mib", 81920)),
+        memory_total_mib=memory_total_mib,
         readings=readings,
-        processes=tuple(
-            _process_from_dict(p, f"{where}: process") for p in spec.get("processes", [])
-        ),
+        processes=processes,
         fans=int(spec.get("fans", 1)),
         throttle_reasons=reasons,
         compute_mode=COMPUTE_MODES[mode],
         persistence=_flag(spec.get("persistence", True)),
-        mig=_flag(spec.get("mig", False)),
+        mig=mig,
+        mig_pending=None if "mig_pending" not in spec else _flag(spec["mig_pending"]),
+        mig_devices=migs,
+        mig_call_errors=_call_errors(spec.get("mig_call_errors", {}), where),
         compute_capability=(int(cc[0]), int(cc[1])) if cc else None,
         serial=None
         if spec.get("serial") == "unsupported"
@@ -375,6 +394,28 @@ def _call_errors(raw: dict[str, str], where: str) -> dict[str, int]:
     if unknown:
         raise UsageError(f"scenario: {where}: call_errors: unknown errors {sorted(unknown)}")
     return {str(name): CALL_ERRORS[str(error)] for name, error in raw.items()}
+
+
+def _placed(proc: SimProcess, migs: tuple[SimMigDevice, ...], where: str) -> SimProcess:
+    """The process with its compute instance filled in; UsageError when it names no MIG device
+    of its GPU (or runs outside one on a GPU that has them)."""
+    if not migs:
+        if proc.gpu_instance is not None or proc.compute_instance is not None:
+            raise UsageError(f"scenario: {where}: gpu_instance on a GPU without gpu_instances")
+        return proc
+    if proc.gpu_instance is None:
+        raise UsageError(f"scenario: {where}: a process on a MIG GPU needs its gpu_instance")
+    in_gi = [m for m in migs if m.gpu_instance_id == proc.gpu_instance]
+    if not in_gi:
+        raise UsageError(f"scenario: {where}: no gpu instance {proc.gpu_instance}")
+    if proc.compute_instance is None:
+        return replace(proc, compute_instance=in_gi[0].compute_instance_id)
+    if all(m.compute_instance_id != proc.compute_instance for m in in_gi):
+        raise UsageError(
+            f"scenario: {where}: gpu instance {proc.gpu_instance} has no compute instance "
+            f"{proc.compute_instance}"
+        )
+    return proc
 
 
 def _flag(raw: Any) -> bool | None:
@@ -404,7 +445,13 @@ def _process_from_dict(spec: dict[str, Any], where: str) -> SimProcess:
         actor=spec.get("actor"),
         start_s=float(spec.get("start_s", 0.0)),
         end_s=float(spec["end_s"]) if spec.get("end_s") is not None else None,
+        gpu_instance=_optional_int(spec.get("gpu_instance")),
+        compute_instance=_optional_int(spec.get("compute_instance")),
     )
+
+
+def _optional_int(raw: Any) -> int | None:
+    return None if raw is None else int(raw)
 
 
 def _fault_from_dict(spec: dict[str, Any], gpu_count: int) -> CallFault:
@@ -442,11 +489,11 @@ def _actor_from_dict(spec: dict[str, Any]) -> ActorSpec:
     )
 
 
-SHIPPED = ("demo", "dgx", "faults", "flaky")
+SHIPPED = ("demo", "dgx", "faults", "flaky", "mig")
 
 
 def load_scenario(name_or_path: str | Path) -> Scenario:
-    """Load a shipped scenario by name (demo, dgx, faults, flaky) or a TOML/JSON file by path.
+    """Load a shipped scenario by name (demo, dgx, faults, flaky, mig) or a TOML/JSON file.
 
     Any problem with a file (missing, unreadable, not text, not TOML/JSON, bad content) raises
     UsageError with one line naming the file and the reason.

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import gc
 import os
 import signal
+import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from gputop.errors import UsageError
 
 if TYPE_CHECKING:
+    from gputop.engine.history import History
+    from gputop.engine.model import Snapshot
+    from gputop.engine.sampler import Sampler
+    from gputop.engine.source import Source
     from gputop.exits import ExitSignals
     from gputop.ui.app import GputopApp
 
@@ -47,38 +52,129 @@ def run_dashboard(args: argparse.Namespace, *, signals: ExitSignals | None = Non
     ``--no-color`` sets NO_COLOR for this process, which Textual honours natively.
     With ``signals``, SIGTERM/SIGHUP/SIGINT quit the app the way the q key does.
     Returns the app's exit code (1 after a crash Textual reported).
+
+    The first frame comes early because the work before it runs side by side: the driver process
+    starts first and opens the driver on the other core while this one imports Textual, and the
+    sampler starts before that import, so its first snapshot (read, enriched) is waiting when the
+    app mounts (:class:`EarlySampler`). The collector stays off during the imports (their objects
+    live as long as gputop: collecting them while they are made is wasted work), and the one
+    collection before the heap is frozen runs while the driver may still be opening.
     """
     from gputop.engine.source import source_from_args
 
-    # The driver process starts first: it opens the driver while Textual is being imported.
-    # If gputop dies without closing the dashboard, it puts the terminal back.
-    source = source_from_args(args, fallback_to_demo=True, guard_terminal=True)
+    collecting = gc.isenabled()
+    gc.disable()  # until _settle_heap has collected once and frozen what is left
     try:
-        from textual.theme import BUILTIN_THEMES
+        # If gputop dies without closing the dashboard, the driver process puts the terminal back.
+        source = source_from_args(args, fallback_to_demo=True, guard_terminal=True)
+        early: EarlySampler | None = None
+        try:
+            early = EarlySampler(source, interval_s=getattr(args, "interval", 1.0))
+            from textual.theme import BUILTIN_THEMES
 
-        from gputop.ui.app import make_app
+            from gputop.ui.app import make_app
 
-        if getattr(args, "no_color", False):
-            os.environ["NO_COLOR"] = "1"
-        theme = getattr(args, "theme", None)
-        if theme is not None and theme not in BUILTIN_THEMES:
-            known = ", ".join(sorted(BUILTIN_THEMES))
-            raise UsageError(f"unknown theme {theme!r}; known: {known}")
-        _opened(source)
-        app = make_app(
-            source,
-            interval_s=getattr(args, "interval", 1.0),
-            readonly=getattr(args, "readonly", False),
-            audit_log=getattr(args, "audit_log", None),
-            theme=theme,
-        )
-        if signals is not None:
-            signals.on_first = lambda signum: _quit_from_signal(app)
-        _settle_heap()
-        app.run()
+            if getattr(args, "no_color", False):
+                os.environ["NO_COLOR"] = "1"
+            theme = getattr(args, "theme", None)
+            if theme is not None and theme not in BUILTIN_THEMES:
+                known = ", ".join(sorted(BUILTIN_THEMES))
+                raise UsageError(f"unknown theme {theme!r}; known: {known}")
+            # The imports are done: settle their heap now, while the driver may still be
+            # opening (the wait below is then free), not between the app and its first frame.
+            _settle_heap()
+            if collecting:
+                gc.enable()
+            _opened(source)
+            app = make_app(
+                source,
+                interval_s=getattr(args, "interval", 1.0),
+                readonly=getattr(args, "readonly", False),
+                audit_log=getattr(args, "audit_log", None),
+                theme=theme,
+                sampler_factory=early.factory,
+            )
+            if signals is not None:
+                signals.on_first = lambda signum: _quit_from_signal(app)
+            app.run()
+        finally:
+            if early is not None:
+                early.stop()
+            source.close()
     finally:
-        source.close()
+        if collecting:
+            gc.enable()
     return app.return_code or 0
+
+
+class EarlySampler:
+    """The dashboard's sampler, sampling from before Textual is imported until the app stops.
+
+    The app gets it from :meth:`factory` and starts it on mount (:meth:`start`). Until then the
+    newest snapshot it emitted is held back, and :meth:`start` hands it over at once: the app's
+    first frame shows data instead of waiting a driver reading and an enrichment more. Behaves
+    as a :class:`gputop.ui.bridge.SamplerLike` (pause, interval, history, stop).
+    """
+
+    def __init__(self, source: Source, *, interval_s: float) -> None:
+        from gputop.engine.sampler import Sampler
+
+        self._lock = threading.Lock()
+        self._deliver: Callable[[Snapshot], None] | None = None  # the app's, once started
+        self._target: Callable[[Snapshot], None] | None = None  # the app's, once built
+        self._held: Snapshot | None = None
+        self.sampler: Sampler = Sampler(source, on_snapshot=self._relay, interval_s=interval_s)
+        self.sampler.start()
+
+    def factory(
+        self, source: Source, on_snapshot: Callable[[Snapshot], None], interval_s: float
+    ) -> EarlySampler:
+        """The app's sampler factory (gputop.ui.bridge.SamplerFactory): this sampler."""
+        self._target = on_snapshot
+        self.sampler.interval_s = interval_s
+        return self
+
+    @property
+    def interval_s(self) -> float:
+        return self.sampler.interval_s
+
+    @interval_s.setter
+    def interval_s(self, value: float) -> None:
+        self.sampler.interval_s = value
+
+    @property
+    def paused(self) -> bool:
+        return self.sampler.paused
+
+    @paused.setter
+    def paused(self, value: bool) -> None:
+        self.sampler.paused = value
+
+    @property
+    def history(self) -> History:
+        return self.sampler.history
+
+    def start(self) -> None:
+        """The app is up: hand it the snapshot held for it, and from now on every one."""
+        with self._lock:
+            self._deliver = self._target
+            held, self._held = self._held, None
+            if held is not None and self._deliver is not None:
+                self._deliver(held)  # under the lock: before any newer one
+
+    def stop(self, timeout: float = 1.0) -> None:
+        with self._lock:
+            self._deliver = self._target = self._held = None
+        self.sampler.stop(timeout)
+
+    def _relay(self, snapshot: Snapshot) -> None:
+        # On the sampler thread.
+        with self._lock:
+            deliver = self._deliver
+            if deliver is None:
+                self._held = snapshot
+                return
+        deliver(snapshot)
 
 
 DRIVER_OPEN_WAIT_S = 2.0  # then the dashboard starts anyway and says what the driver is doing
@@ -102,6 +198,8 @@ def _quit_from_signal(app: GputopApp) -> None:
     call_soon_threadsafe is safe there. Outside the app's loop (starting, or already closing)
     KeyboardInterrupt unwinds through the finally-blocks instead.
     """
+    import asyncio  # loaded by Textual by then
+
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
@@ -126,4 +224,4 @@ def _settle_heap() -> None:
     gc.set_threshold(7000, 20, 20)
 
 
-__all__ = ["ensure_terminal", "run_dashboard"]
+__all__ = ["EarlySampler", "ensure_terminal", "run_dashboard"]

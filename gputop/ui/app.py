@@ -6,6 +6,7 @@ The main view is a screen of its own (gputop.ui.screens.main). Each screen draws
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,12 +23,11 @@ from gputop.engine.kill import Killer
 from gputop.engine.model import Snapshot
 from gputop.engine.source import Source
 from gputop.ui.bridge import SamplerFactory, SamplerLike, default_sampler
-from gputop.ui.keys import APP_BINDINGS, KEYS, MOVEMENT_HELP, QUIT_ON_CTRL_C
+from gputop.ui.keys import APP_BINDINGS
 from gputop.ui.messages import SnapshotReady
-from gputop.ui.screens.help import HelpScreen, key_rows
+from gputop.ui.screens.help import HelpScreen, key_sections
 from gputop.ui.screens.main import MainScreen
 from gputop.ui.screens.process_detail import ProcessDetailScreen
-from gputop.ui.widgets.process_table import ProcessTable
 
 # The -/+ keys walk these; each lies within the bounds every interval obeys (argtypes, tested).
 INTERVAL_STEPS_S = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0)
@@ -154,24 +154,24 @@ class GputopApp(App[int]):
         self.notify(f"sampling every {self.interval_s:g} s", timeout=2)
 
     def action_help(self) -> None:
-        # Every key, whatever screen is on top: the main screen's and the process table's.
-        bindings = [*KEYS, QUIT_ON_CTRL_C, *ProcessTable.BINDINGS]
-        shown = [
-            b
-            for b in bindings
-            if isinstance(b, Binding) and not (self.readonly and b.action == "kill")
-        ]
-        rows = [
-            *MOVEMENT_HELP,
-            *key_rows(shown, lambda key: self.get_key_display(Binding(key, ""))),
-        ]
-        self.push_screen(HelpScreen(rows, readonly=self.readonly))
+        # Every key of every screen, whatever screen is on top.
+        sections = key_sections(self.key_label, readonly=self.readonly)
+        self.push_screen(HelpScreen(sections, readonly=self.readonly))
+
+    def key_label(self, key: str) -> str:
+        """A key as the help shows it: as the footer does."""
+        return self.get_key_display(Binding(key, ""))
+
+    def get_key_display(self, binding: Binding) -> str:
+        # F9, F10 as htop writes them (Textual writes f9, f10).
+        shown = super().get_key_display(binding)
+        return shown.upper() if re.fullmatch(r"f\d+", shown) else shown
 
     def on_process_detail_screen_kill_requested(
         self, message: ProcessDetailScreen.KillRequested
     ) -> None:
         # The kill dialog is the main view's: it untags the processes that ended.
-        self.main_screen.kill_rows([message.row])
+        self.main_screen.kill_rows([message.row], message.signal)
 
 
 def next_interval(current: float, step: int) -> float:

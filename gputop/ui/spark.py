@@ -3,15 +3,18 @@
 Each character of a panel's sparkline is the peak of ``per`` consecutive samples, with buckets
 aligned to sample numbers so a finished bucket never changes. Recomputing 300 samples per GPU
 per tick cost more than drawing the panel; this reads only the new samples from History.
+A panel with lines to spare draws its sparklines as charts several lines tall (:func:`chart`).
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Sequence
 from itertools import islice
 
 from gputop.engine.history import History
+from gputop.ui import text
 from gputop.ui.text import spark_char, sparkline
 
 METRICS = ("utilization_gpu_percent", "memory_used_bytes")
@@ -70,6 +73,31 @@ class PeakBuckets:
         self._chars_key = (top, self._finished)
         last = spark_char(self._peak, top) if self._bucket is not None else ""
         return ("".join(chars) + last).rjust(self.width)
+
+
+def chart(values: Sequence[float | None], top: float | None, height: int) -> list[str]:
+    """``values`` as columns of a chart ``height`` lines tall, top line first.
+
+    Each column is a bar in eighths of a line scaled to ``top`` (None or 0: the highest value);
+    a known value, even 0, shows at least its lowest eighth (as one-line sparklines do), an
+    unknown one is blank.
+    """
+    if height <= 0:
+        return []
+    known = [v for v in values if v is not None]
+    scale = top if top and top > 0 else (max(known) if known else 0.0)
+    eighths = height * 8
+    levels = [
+        -1
+        if v is None or scale <= 0
+        else max(1, min(eighths, round(max(0.0, v) / scale * eighths)))
+        for v in values
+    ]
+    blocks = text.GLYPHS.spark
+    return [
+        "".join(blocks[max(0, min(8, level - 8 * (height - 1 - row)))] for level in levels)
+        for row in range(height)
+    ]
 
 
 class GpuSparks:

@@ -67,6 +67,8 @@ def test_gpu_fields_values_and_types() -> None:
             "sm_util_percent": None,
             "memory_util_percent": None,
             "driver_name": None,
+            "gpu_instance_id": None,
+            "compute_instance_id": None,
         }
     ]
     assert set(data["processes"][0]) == names(GpuProcess)

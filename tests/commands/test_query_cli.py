@@ -140,7 +140,10 @@ def test_loop_seconds_option(box: Box, run_cli: Cli) -> None:
     assert len(result.out.splitlines()) == 1 + 3 * 4
 
 
-def test_count_without_loop_takes_that_many_samples(box: Box, run_cli: Cli) -> None:
+def test_count_without_loop_takes_that_many_samples(
+    box: Box, run_cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(query, "DEFAULT_LOOP_S", 0.1)  # one interval apart; not 5 s in a test
     result = run_cli(box("demo"), "query", "--query-gpu=index", "--count", "2", "-i", "0")
     assert result.out.splitlines() == ["index", "0", "0"]
 

@@ -29,6 +29,7 @@ IDENTITY = {
     "pci_bus_id",
     "minor_number",
     "processes",
+    "mig_devices",  # a list, like processes: empty when there are none
     "extra",  # a query's extra readings and why some are missing: empty unless one asks
     "unavailable",
 }

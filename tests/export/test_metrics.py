@@ -7,7 +7,15 @@ from dataclasses import replace
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gputop.engine.model import GpuProcess, ProcessRow, ProcessType, ProcInfo, ProcState, Snapshot
+from gputop.engine.model import (
+    Container,
+    GpuProcess,
+    ProcessRow,
+    ProcessType,
+    ProcInfo,
+    ProcState,
+    Snapshot,
+)
 from gputop.export.metrics import DCGM_FIELDS, Family, snapshot_families
 from gputop.export.prom import SnapshotCollector, make_registry
 from tests.export.conftest import samples
@@ -108,10 +116,34 @@ def test_process_memory_uses_short_name_never_the_command_line() -> None:
                 "pid": "777",
                 "user": "alice",
                 "command": "python3",
+                "container": "",
+                "pod": "",
+                "namespace": "",
             },
             5.0 * GiB,
         )
     ]
+
+
+def test_process_memory_names_its_container_pod_and_namespace_as_dcgm_exporter() -> None:
+    procs = tuple(
+        GpuProcess(pid=pid, gpu_index=0, type=ProcessType.COMPUTE, used_memory_bytes=GiB)
+        for pid in (10, 11)
+    )
+    pod = Container("containerd", "ab" * 32, name="worker", pod="train-0", namespace="ml")
+    bare = Container("docker", "cd" * 32)  # its name unreadable: the short id
+    snap = replace(
+        make_snapshot(gpus=(make_gpu(0, processes=procs),)),
+        processes=(
+            _row(10, ProcState.ACTIVE, name="python3", container=pod),
+            _row(11, ProcState.ACTIVE, name="python3", container=bare),
+        ),
+    )
+    labels = {
+        lab["pid"]: (lab["container"], lab["pod"], lab["namespace"])
+        for lab, _ in samples(render(snap), "gputop_process_gpu_memory_bytes")
+    }
+    assert labels == {"10": ("worker", "train-0", "ml"), "11": ("cdcdcdcdcdcd", "", "")}
 
 
 def test_stuck_counts_every_state_and_unattributed_memory() -> None:

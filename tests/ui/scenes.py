@@ -1,15 +1,15 @@
-"""Deterministic dashboard pictures: `python -m tests.ui.scenes DIR` writes SVG screenshots.
+"""Dashboard pictures: `python -m tests.ui.scenes DIR` writes the README's SVG screenshots.
 
-The frames come from gputop.sim.frames (a shipped scenario on a hand-moved clock, so every run
-draws the same pictures); the SVG snapshot tests use the same frames and these helpers.
+The screenshots are of the real demo: its actors are real processes, so the users, PIDs and
+commands are what `gputop --demo` shows on the machine that takes them. The SVG snapshot tests
+need pictures that never change: they draw gputop.sim.frames (a shipped scenario on a
+hand-moved clock) with :func:`feed`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
-import time
 from pathlib import Path
 
 from gputop.engine.model import ProcessRow, Snapshot
@@ -41,31 +41,6 @@ def frozen_clock(frames: list[Snapshot]) -> float:
     return frames[-1].taken_at_mono + 0.5
 
 
-async def _shoot(out_dir: Path, frames: list[Snapshot], size: tuple[int, int]) -> list[Path]:
-    from gputop.ui.app import make_app
-    from gputop.ui.screens.confirm_kill import ConfirmKill
-    from gputop.ui.widgets.process_table import ProcessTable
-
-    app = make_app(None, start_sampler=False, clock=lambda: frozen_clock(frames))
-    written: list[Path] = []
-    tag = f"{size[0]}x{size[1]}"
-    async with app.run_test(size=size) as pilot:
-        await feed(app, pilot, frames)
-        written.append(_save(app, out_dir / f"main-{tag}.svg"))
-        table = app.query_one(ProcessTable)
-        keys = table.visible_keys()
-        table.move_cursor(row=next(i for i, k in enumerate(keys) if _is_stuck(table.row(k))))
-        await pilot.press("k")
-        await pilot.pause()
-        assert isinstance(app.screen, ConfirmKill)
-        written.append(_save(app, out_dir / f"kill-stuck-{tag}.svg"))
-        await pilot.press("escape")
-        await pilot.press("d")
-        await pilot.pause()
-        written.append(_save(app, out_dir / f"gpu-detail-{tag}.svg"))
-    return written
-
-
 def _is_stuck(row: ProcessRow | None) -> bool:
     return row is not None and row.stuck
 
@@ -78,19 +53,59 @@ def _save(app: object, path: Path) -> Path:
     return path
 
 
+LIVE_WARMUP_S = 12.0  # samples enough for the sparklines and the holder scan to have a say
+
+
+async def _shoot_live(out_dir: Path, size: tuple[int, int]) -> list[Path]:
+    """The real demo, sampled live: main screen, the kill dialog on a stuck process it would
+    signal (not a zombie: the dialog refuses those and offers the parent), the GPU detail."""
+    from gputop.engine.model import ProcState
+    from gputop.engine.source import open_source
+    from gputop.ui.app import make_app
+    from gputop.ui.screens.confirm_kill import ConfirmKill
+    from gputop.ui.widgets.process_table import ProcessTable
+
+    source = open_source(demo="demo", isolated=True)
+    app = make_app(source)
+    written: list[Path] = []
+    tag = f"{size[0]}x{size[1]}"
+    try:
+        async with app.run_test(size=size) as pilot:
+            await asyncio.sleep(LIVE_WARMUP_S)
+            await pilot.pause()
+            written.append(_save(app, out_dir / f"main-{tag}.svg"))
+            table = app.query_one(ProcessTable)
+            keys = table.visible_keys()
+
+            def signalable(key: str) -> bool:
+                row = table.row(key)
+                return _is_stuck(row) and row is not None and row.state is not ProcState.DEFUNCT
+
+            table.move_cursor(row=next(i for i, k in enumerate(keys) if signalable(k)))
+            await pilot.press("k")
+            await pilot.pause()
+            assert isinstance(app.screen, ConfirmKill)
+            written.append(_save(app, out_dir / f"kill-stuck-{tag}.svg"))
+            await pilot.press("escape")
+            await pilot.press("d")
+            await asyncio.sleep(1.5)
+            await pilot.pause()
+            written.append(_save(app, out_dir / f"gpu-detail-{tag}.svg"))
+    finally:
+        source.close()
+    return written
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Write the screenshots into the directory given (created if needed)."""
+    """Write the screenshots of the real demo into the directory given (created if needed)."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         print("usage: python -m tests.ui.scenes DIR", file=sys.stderr)
         return 2
-    os.environ["TZ"] = "UTC"  # the header shows the time of day: the same pictures everywhere
-    time.tzset()
     out_dir = Path(args[0])
     out_dir.mkdir(parents=True, exist_ok=True)
-    frames = demo_frames("demo")
     for size in SIZES:
-        for path in asyncio.run(_shoot(out_dir, frames, size)):
+        for path in asyncio.run(_shoot_live(out_dir, size)):
             print(path)
     return 0
 

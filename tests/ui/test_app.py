@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from textual import events
 from textual.pilot import Pilot
 
 from gputop.engine.history import History
@@ -43,8 +44,9 @@ def test_first_frame_shows_header_gpus_and_processes() -> None:
         for part in ("box7", "driver 550.1", "CUDA 12.4", "2 GPUs", "every 1s", "DEMO", "22:13:21"):
             assert part in head
         assert [p.index for p in app.query(GpuPanel)] == [0, 1]
-        assert visible_pids(app) == [100, 101, 102, 103]
-        assert app.main_screen.table.border_title == "Processes (4)"
+        # Stuck first (the holder 103), then by GPU memory.
+        assert visible_pids(app) == [103, 100, 101, 102]
+        assert app.main_screen.table.border_title == "Processes (4) · 1 stuck"
 
     run(body, first=first)
 
@@ -77,7 +79,7 @@ def test_sort_keys_skip_columns_a_narrow_terminal_hides() -> None:
         assert "SM%▼" in app.main_screen.table.render_line(0).text
         await pilot.press("less_than_sign", "less_than_sign")  # SM% -> GPU-MEM -> USER
         assert app.main_screen.table.view.sort is R.Column.USER
-        assert app.main_screen.table.border_title == "Processes (4)"
+        assert app.main_screen.table.border_title == "Processes (4) · 1 stuck"
 
     run(body, size=(80, 24))
 
@@ -86,13 +88,15 @@ def test_a_sort_column_hidden_by_a_resize_is_named_in_the_title() -> None:
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
         await pilot.press("s")  # GPU-MEM -> PEAK, shown at this width
         assert app.main_screen.table.view.sort is R.Column.PEAK
-        assert app.main_screen.table.border_title == "Processes (4)"
+        assert app.main_screen.table.border_title == "Processes (4) · 1 stuck"
         await pilot.resize_terminal(80, 24)
         await pilot.pause()
-        assert str(app.main_screen.table.border_title) == "Processes (4) · sorted by PEAK▼"
+        assert (
+            str(app.main_screen.table.border_title) == "Processes (4) · 1 stuck · sorted by PEAK▼"
+        )
         await pilot.press("s")  # on to the next column that is on screen
         assert app.main_screen.table.view.sort is R.Column.SM
-        assert app.main_screen.table.border_title == "Processes (4)"
+        assert app.main_screen.table.border_title == "Processes (4) · 1 stuck"
 
     run(body, size=(160, 30))
 
@@ -125,7 +129,24 @@ def test_filter_by_text_then_escape_clears_it() -> None:
         assert "filter 'serve'" in str(app.main_screen.table.border_title)
         assert app.focused is app.main_screen.table
         await pilot.press("escape")
-        assert visible_pids(app) == [100, 101, 102, 103]
+        assert visible_pids(app) == [103, 100, 101, 102]
+
+    run(body)
+
+
+def test_keys_typed_right_after_slash_go_to_the_filter() -> None:
+    # Typed fast (or pasted): every key is queued before "/" is handled.
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        for key, char in [("slash", "/"), ("1", "1"), ("0", "0"), ("1", "1"), ("enter", None)]:
+            app.post_message(events.Key(key, char))
+        await pilot.pause()
+        await pilot.pause()
+        assert app.main_screen.filter_box.value == "101"
+        assert visible_pids(app) == [101]
+        assert not isinstance(app.screen, ProcessDetailScreen)  # Enter ended the filter
+        # "/" again selects the old filter; in the box "/" is a character, typed over it.
+        await pilot.press("slash", "slash")
+        assert app.main_screen.filter_box.value == "/"
 
     run(body)
 
@@ -136,13 +157,13 @@ def test_only_mine_tree_and_gpu_focus() -> None:
         await pilot.press("u")
         assert visible_pids(app) == [100, 102]
         await pilot.press("u", "t")
-        assert visible_pids(app) == [100, 102, 101, 103]
+        assert visible_pids(app) == [103, 100, 102, 101]  # the stuck holder's tree first
         command = app.main_screen.table.cell_text(
-            app.main_screen.table.visible_keys()[1], R.Column.COMMAND
+            app.main_screen.table.visible_keys()[2], R.Column.COMMAND
         )
         assert command.startswith("└ python eval.py")
         await pilot.press("t", "g")
-        assert visible_pids(app) == [100, 103]
+        assert visible_pids(app) == [103, 100]
         await pilot.press("g")
         assert visible_pids(app) == [101, 102]
         assert "GPU 1 only" in str(app.main_screen.table.border_title)
@@ -154,11 +175,11 @@ def test_only_mine_tree_and_gpu_focus() -> None:
 
 def test_space_tags_rows_and_moves_down() -> None:
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
-        await pilot.press("space", "space")
+        await pilot.press("down", "space", "space")  # the first row is the stuck holder 103
         assert [r.pid for r in app.main_screen.table.tagged_rows()] == [100, 101]
         assert "2 tagged" in str(app.main_screen.table.border_title)
         assert (
-            app.main_screen.table.cell_text(app.main_screen.table.visible_keys()[0], R.Column.GPU)
+            app.main_screen.table.cell_text(app.main_screen.table.visible_keys()[1], R.Column.GPU)
             == "●0"
         )
         await pilot.press("up", "space")
@@ -174,7 +195,7 @@ def test_space_tags_rows_and_moves_down() -> None:
 def test_rows_update_in_place_repainting_only_changed_lines() -> None:
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
         table = app.main_screen.table
-        await pilot.press("down")  # cursor on 101
+        await pilot.press("down", "down")  # cursor on 101 (the stuck holder 103 is first)
         repainted: list[int] = []
         original = table.refresh_rows
         table.refresh_rows = lambda ys: repainted.extend(ys) or original(ys)  # type: ignore[method-assign]
@@ -183,8 +204,8 @@ def test_rows_update_in_place_repainting_only_changed_lines() -> None:
             SnapshotReady(snapshot((*SAMPLE_ROWS[:2], changed, SAMPLE_ROWS[3]), seq=2))
         )
         await pilot.pause()
-        assert repainted == [3]  # header is line 0: only the third row's line
-        assert table.cell_text(table.visible_keys()[2], R.Column.CPU) == "55"
+        assert repainted == [4]  # header is line 0: only the fourth row's line (102)
+        assert table.cell_text(table.visible_keys()[3], R.Column.CPU) == "55"
         bigger = replace(SAMPLE_ROWS[1], used_memory_bytes=40 * 1024**3)
         newcomer = proc_row(200, mem_gib=5)
         app.post_message(SnapshotReady(snapshot((SAMPLE_ROWS[0], bigger, newcomer), seq=3)))
@@ -200,8 +221,9 @@ def test_help_screen_lists_the_keys() -> None:
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
-        keys = dict(app.screen.rows)
-        assert keys["k"].startswith("signal the tagged processes")
+        sections = dict(app.screen.sections)
+        keys = {**dict(sections["Everywhere"]), **dict(sections["Processes"])}
+        assert keys["k F9"].startswith("signal the tagged processes")
         assert keys["s >"] == "sort by the next column"
         assert keys["? h"] == "this help"
         assert keys["+ ="] == "sample less often"
@@ -216,7 +238,7 @@ def test_help_screen_lists_the_keys() -> None:
 
 def test_gpu_detail_from_d_enter_on_a_panel_and_steps() -> None:
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
-        await pilot.press("down", "d")  # row 101 is on GPU 1
+        await pilot.press("down", "down", "d")  # row 101 is on GPU 1
         screen = app.screen
         assert isinstance(screen, GpuDetailScreen) and screen.gpu_index == 1
         await pilot.press("s")  # main-view keys are off here
@@ -240,7 +262,7 @@ def test_gpu_detail_from_d_enter_on_a_panel_and_steps() -> None:
 
 def test_process_detail_on_enter_with_environment_toggle() -> None:
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
-        await pilot.press("enter")
+        await pilot.press("down", "enter")  # past the stuck holder 103, first
         screen = app.screen
         assert isinstance(screen, ProcessDetailScreen)
         assert screen.row.pid == 100

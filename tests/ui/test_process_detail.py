@@ -11,7 +11,7 @@ import pytest
 from textual.pilot import Pilot
 
 from gputop.engine import procs
-from gputop.engine.model import ProcInfo
+from gputop.engine.model import Container, ProcInfo
 from gputop.ui.app import GputopApp
 from gputop.ui.messages import SnapshotReady
 from gputop.ui.screens import process_detail
@@ -42,7 +42,7 @@ def test_proc_reads_happen_off_the_ui_thread(monkeypatch: pytest.MonkeyPatch) ->
 
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
         ui_threads.append(threading.current_thread())
-        await pilot.press("enter")
+        await pilot.press("down", "enter")  # 100, past the stuck holder 103
         assert isinstance(app.screen, ProcessDetailScreen)
         await proc_reads_shown(app, pilot)
         assert "4321  zed        python child.py" in info_text(app)  # the worker's reading
@@ -75,7 +75,7 @@ def test_one_read_at_a_time_then_one_more_for_the_newest_row(
     monkeypatch.setattr(procs, "children", slow_children)
 
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
-        await pilot.press("enter")
+        await pilot.press("down", "enter")  # 100, past the stuck holder 103
         await pilot.pause()
         for seq in (2, 3, 4):  # ticks while the first read hangs
             row = replace(SAMPLE_ROWS[0], info=replace(SAMPLE_ROWS[0].info, user=f"user{seq}"))
@@ -92,3 +92,22 @@ def test_one_read_at_a_time_then_one_more_for_the_newest_row(
         assert "user4 (uid" in info_text(app)
 
     run(body)
+
+
+def test_the_detail_names_the_container_and_pod() -> None:
+    box = Container(
+        "containerd", "ab" * 32, name="worker", pod="train-0", namespace="ml", pod_uid="u-1"
+    )
+    in_pod = replace(SAMPLE_ROWS[1], info=replace(SAMPLE_ROWS[1].info, container=box))
+    rows = (SAMPLE_ROWS[0], in_pod, *SAMPLE_ROWS[2:])
+
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        await pilot.press("down", "down", "enter")  # 101: past the stuck 103 and 100
+        assert isinstance(app.screen, ProcessDetailScreen) and app.screen.row.pid == 101
+        await proc_reads_shown(app, pilot)
+        assert "container     containerd worker (abababababab)  pod ml/train-0" in info_text(app)
+        await pilot.press("escape", "up", "enter")  # 100 runs on the host
+        await proc_reads_shown(app, pilot)
+        assert "container     none" in info_text(app)
+
+    run(body, first=snapshot(rows), size=(120, 40))

@@ -194,7 +194,7 @@ def test_ctrl_c_is_a_quit_key_in_the_help() -> None:
     bindings = [b for b in GputopApp.BINDINGS if isinstance(b, Binding)]
     assert any(b.key == "ctrl+c" and b.action == "quit" and b.priority for b in bindings)
     rows = dict(key_rows(bindings, lambda key: key))
-    assert rows["q ctrl+c"] == "quit gputop"
+    assert rows["q f10 ctrl+c"] == "quit gputop"
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 
-from gputop.engine.model import Snapshot
+from gputop.engine.model import ProcState, Snapshot
 from gputop.ui.app import GputopApp, make_app
 from gputop.ui.widgets.process_table import ProcessTable
 from tests.ui.scenes import demo_frames, feed, frozen_clock
@@ -61,10 +61,21 @@ def test_kill_dialog_on_a_stuck_process(snap_compare: Any, frames: list[Snapshot
         await feed(pilot.app, pilot, frames)
         table = pilot.app.query_one(ProcessTable)
         keys = table.visible_keys()
+        # One the dialog would signal: a zombie is refused (the dialog offers its parent).
         table.move_cursor(
-            row=next(i for i, k in enumerate(keys) if (r := table.row(k)) and r.stuck)
+            row=next(
+                i
+                for i, k in enumerate(keys)
+                if (r := table.row(k)) and r.stuck and r.state is not ProcState.DEFUNCT
+            )
         )
         await pilot.press("k")
         await pilot.pause()
 
     assert snap_compare(app_for(frames), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_mig_main_screen(snap_compare: Any) -> None:
+    """The mig scenario: GPU 0's MIG devices under its panel, 0/1 in the GPU column."""
+    mig = demo_frames("mig", ticks=12)
+    assert snap_compare(app_for(mig), terminal_size=(120, 40), run_before=fed_then(mig))

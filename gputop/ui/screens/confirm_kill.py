@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+from rich.table import Table
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, RadioButton, RadioSet, Static
 
 from gputop import units
-from gputop.engine.kill import Killer, KillResult, ProcIdentity, Signal
+from gputop.engine.kill import GRACE_S, Killer, KillResult, ProcIdentity, Signal
 from gputop.engine.model import ProcessRow
 
-GRACE_S = 2.0  # how long to wait for a process to exit before reporting "still running"
+# The signals the dialog offers, in its order: the key that chooses each, and what it does.
+CHOICES = (
+    (Signal.TERM, "t", "ask to exit"),
+    (Signal.KILL, "k", "force"),
+    (Signal.INT, "i", "like Ctrl-C"),
+)
+ORDER = tuple(signal for signal, _, _ in CHOICES)
 
 
 def identity(row: ProcessRow) -> ProcIdentity:
@@ -22,24 +29,62 @@ def identity(row: ProcessRow) -> ProcIdentity:
     return ProcIdentity(pid=row.pid, create_time=row.info.create_time)
 
 
-def target_line(row: ProcessRow) -> str:
-    """'PID user state GPU-mem command' for the dialog's list."""
-    return (
-        f"{row.pid:>7} {units.NA if row.info.user is None else row.info.user:<10} "
-        f"{row.state.value:<8} {units.short_size(row.used_memory_bytes):>6}  {row.info.command}"
-    )
+def targets_table(rows: list[ProcessRow]) -> Table:
+    """The processes, one per row: the whole command, wrapped in its column, so the arguments
+    that tell two workers apart are on screen even at 80 columns."""
+    table = Table.grid(padding=(0, 1))
+    for justify in ("right", "left", "left", "right"):  # PID, user, state, GPU memory
+        table.add_column(justify=justify, no_wrap=True)
+    table.add_column(overflow="fold", ratio=1)  # fold: a long path breaks instead of hiding
+    for r in rows:
+        user = units.NA if r.info.user is None else r.info.user
+        mem = units.short_size(r.used_memory_bytes)
+        table.add_row(str(r.pid), user, r.state.value, mem, Text(r.info.command))
+    return table
+
+
+def choice_label(signal: Signal, key: str, meaning: str) -> Text:
+    """'t  TERM  ask to exit', the key marked: it chooses the signal."""
+    return Text.assemble((key, "bold underline"), f"  {signal.value:<5} {meaning}")
 
 
 class ConfirmKill(ModalScreen[list[KillResult]]):
-    """Signals the listed processes, each checked on its own by the Killer; shows the results."""
+    """Signals the listed processes, each checked on its own by the Killer; shows the results.
 
-    BINDINGS = [Binding("escape", "close", "Close")]
+    The focus starts on Send: Enter sends the chosen signal. t, k, i (or the arrows) choose the
+    signal first; the Send button names it. One send per dialog, then KILL for those still running.
+    """
 
-    def __init__(self, rows: list[ProcessRow], killer: Killer, *, grace_s: float = GRACE_S) -> None:
+    BINDINGS = [
+        Binding("escape", "close", "Close", tooltip="close the dialog"),
+        *(
+            Binding(
+                f"{key},{key.upper()}",
+                f"choose('{signal}')",
+                signal,
+                tooltip=f"{signal}: {meaning}",
+            )
+            for signal, key, meaning in CHOICES
+        ),
+        Binding("c,C", "children", "Children", tooltip="with / without the children"),
+        Binding("up", "step(-1)", "Previous", show=False, tooltip="the previous / next signal"),
+        Binding("down", "step(1)", "Next", show=False, tooltip="the previous / next signal"),
+    ]
+
+    def __init__(
+        self,
+        rows: list[ProcessRow],
+        killer: Killer,
+        *,
+        signal: Signal = Signal.TERM,
+        grace_s: float = GRACE_S,
+    ) -> None:
         super().__init__()
         self.rows = rows
         self.killer = killer
+        self.signal = signal
         self.grace_s = grace_s
+        self.sent = False  # the choice is locked once a signal went out
         self.results: list[KillResult] = []
         self.suggested_parent: ProcIdentity | None = None
 
@@ -47,21 +92,29 @@ class ConfirmKill(ModalScreen[list[KillResult]]):
         count = len(self.rows)
         with Vertical(id="kill-dialog") as box:
             box.border_title = f"Signal {count} process{'es' if count != 1 else ''}"
-            yield Static(
-                Text(
-                    "\n".join(target_line(r) for r in self.rows), no_wrap=True, overflow="ellipsis"
-                ),
-                id="kill-targets",
-            )
+            with VerticalScroll(id="kill-targets", can_focus=False):
+                yield Static(targets_table(self.rows), id="kill-target-rows")
             with Horizontal(id="kill-options"):
-                with RadioSet(id="kill-signal"):
-                    yield RadioButton("TERM  ask to exit", value=True, id="sig-TERM")
-                    yield RadioButton("KILL  force", id="sig-KILL")
-                    yield RadioButton("INT   like Ctrl-C", id="sig-INT")
-                yield Checkbox("with children", id="kill-children")
+                choices = RadioSet(id="kill-signal")
+                choices.can_focus = False  # the keys choose: t k i and the arrows, from anywhere
+                with choices:
+                    for signal, key, meaning in CHOICES:
+                        yield RadioButton(
+                            choice_label(signal, key, meaning),
+                            value=signal is self.signal,
+                            id=f"sig-{signal.value}",
+                        )
+                yield Checkbox(
+                    Text.assemble(("c", "bold underline"), "  with children"), id="kill-children"
+                )
+            yield Static(
+                f"Checked again right before sending; gputop then waits {self.grace_s:g} s "
+                "to see it exit.",
+                id="kill-hint",
+            )
             yield Static("", id="kill-result")
             with Horizontal(id="kill-buttons"):
-                yield Button("Send", variant="error", id="kill-send")
+                yield Button(f"Send {self.signal}", variant="error", id="kill-send")
                 yield Button("Send KILL", variant="error", id="kill-escalate", classes="-hidden")
                 yield Button(
                     "Signal parent", variant="warning", id="kill-parent", classes="-hidden"
@@ -73,8 +126,40 @@ class ConfirmKill(ModalScreen[list[KillResult]]):
 
     @property
     def chosen_signal(self) -> Signal:
-        pressed = self.query_one("#kill-signal", RadioSet).pressed_button
-        return Signal((pressed.id or "sig-TERM").removeprefix("sig-")) if pressed else Signal.TERM
+        """The signal Send sends."""
+        return self.signal
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Once a signal went out the choice stays what was sent (Signal parent sends it too).
+        return not (self.sent and action in ("choose", "step"))
+
+    def action_choose(self, name: str) -> None:
+        self._choose(Signal(name))
+
+    def action_children(self) -> None:
+        box = self.query_one("#kill-children", Checkbox)
+        box.value = not box.value
+
+    def action_step(self, step: int) -> None:
+        index = ORDER.index(self.signal) + step
+        self._choose(ORDER[max(0, min(index, len(ORDER) - 1))])
+
+    def _choose(self, signal: Signal) -> None:
+        # Kept here, not read back from the radio buttons: their change arrives as a message,
+        # after an Enter typed right behind the key.
+        self.signal = signal
+        self.query_one(f"#sig-{signal.value}", RadioButton).value = True
+        send = self.query_one("#kill-send", Button)
+        send.label = f"Send {signal}"
+        send.focus()  # Enter sends what was just chosen, wherever the focus was
+
+    @on(RadioSet.Changed, "#kill-signal")
+    def _clicked(self, event: RadioSet.Changed) -> None:
+        # A click. The keys set the signal themselves; the change they caused, or a stale one
+        # (a button unpressed since by a later key), must not undo a later choice.
+        chosen = Signal((event.pressed.id or "sig-TERM").removeprefix("sig-"))
+        if event.pressed.value and chosen is not self.signal:
+            self._choose(chosen)
 
     @on(Button.Pressed, "#kill-send")
     def _send_chosen(self) -> None:
@@ -103,6 +188,8 @@ class ConfirmKill(ModalScreen[list[KillResult]]):
         if targets is None:
             running = {pid for r in self.results for pid in r.still_running}
             targets = [identity(r) for r in self.rows if not only_running or r.pid in running]
+        self.sent = True
+        self.query_one("#kill-signal", RadioSet).disabled = True
         for button in self.query(Button):
             button.disabled = True
         self.query_one("#kill-result", Static).update(f"sending SIG{signal.value}…")

@@ -15,8 +15,10 @@ from gputop import units
 from gputop.engine.history import History
 from gputop.engine.model import GpuSample, Snapshot
 from gputop.ui.widgets.gpu_panel import title
-from gputop.ui.widgets.plot import HistoryPlot
 from gputop.units import GiB
+
+# gputop.ui.widgets.plot (textual_plotext and plotext: about 40 ms of imports) is loaded when a
+# detail screen is first opened, not before the dashboard's first frame.
 
 # (widget id, title, unit, {series label: (metric, scale)}, fixed top or None)
 CHARTS: tuple[tuple[str, str, str, dict[str, tuple[str, float]], float | None], ...] = (
@@ -89,6 +91,8 @@ class GpuDetailScreen(Screen[None]):
         self.snapshot: Snapshot | None = None
 
     def compose(self) -> ComposeResult:
+        from gputop.ui.widgets.plot import HistoryPlot
+
         yield Static(f"GPU {self.gpu_index}", id="detail-title")
         with Horizontal(id="detail-body"):
             with VerticalScroll(id="detail-charts"):
@@ -123,6 +127,8 @@ class GpuDetailScreen(Screen[None]):
 
     def show(self, snapshot: Snapshot | None) -> None:
         """Redraw from this snapshot and the history."""
+        from gputop.ui.widgets.plot import HistoryPlot
+
         if snapshot is None or not self.is_current:  # none yet, or popped: being removed
             return
         self.snapshot = snapshot

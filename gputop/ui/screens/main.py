@@ -14,7 +14,7 @@ from textual.widgets import Footer, Input, Static
 
 from gputop import units
 from gputop.engine.history import History
-from gputop.engine.kill import Killer, KillResult
+from gputop.engine.kill import Killer, KillResult, Signal
 from gputop.engine.model import ProcessRow, Snapshot
 from gputop.ui import rows as R
 from gputop.ui.bridge import current_user
@@ -54,7 +54,9 @@ class MainScreen(Screen[None]):
         self.grid = GpuGrid(id="gpus")
         self.table = ProcessTable(id="processes")
         self.unattributed = Static("", id="unattributed")
-        self.filter_box = Input(placeholder="filter: pid, user, command or state", id="filter")
+        self.filter_box = Input(
+            placeholder="filter: pid, user, command, state, container or pod", id="filter"
+        )
         self.too_small = Static("", id="too-small")
 
     def compose(self) -> ComposeResult:
@@ -67,6 +69,9 @@ class MainScreen(Screen[None]):
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
+        # The first snapshot may come before the first Resize (the sampler starts early):
+        # lay out for the real size now, not for the 80x24 the grid assumes until then.
+        self.apply_size(*self.app.size)
         self.header.readonly = self.killer is None
         self._update_table_title()
         self.table.focus()
@@ -82,6 +87,18 @@ class MainScreen(Screen[None]):
     def apply_size(self, width: int, height: int) -> None:
         """Fit the screen to the terminal: panel density, table columns, or 'too small'."""
         tiny = width < MIN_SIZE[0] or height < MIN_SIZE[1]
+        if tiny and self.focused is not None:
+            self._focus_before_tiny = self.focused  # hidden with the rest: given back below
+        elif not tiny and self.has_class("-tiny"):
+            back = getattr(self, "_focus_before_tiny", None) or self.table
+
+            def refocus() -> None:  # once the widgets are displayed again
+                if back.is_attached and back.focusable:
+                    self.set_focus(back)
+                if self.focused is None:
+                    self.set_focus(self.table)
+
+            self.call_after_refresh(refocus)
         self.set_class(tiny, "-tiny")
         self.too_small.update(
             f"terminal too small: {width}x{height}\n"
@@ -118,6 +135,8 @@ class MainScreen(Screen[None]):
         lines = []
         if parts:
             lines.append("unattributed GPU memory (no listed process owns it): " + ", ".join(parts))
+        if snap.hidden_pids_note:  # gputop in a container that cannot see the host's PIDs: the
+            lines.append(snap.hidden_pids_note)  # why of the rows and of the notes after it
         if snap.holder_scan_note:
             lines.append(f"holder scan: {snap.holder_scan_note}")
         widget = self.unattributed
@@ -138,7 +157,9 @@ class MainScreen(Screen[None]):
         table = self.table
         view = table.view
         parts = [f"Processes ({len(table.visible_keys())})"]
-        if view.sort not in R.columns(table.wide):  # its header marker is not on screen
+        if table.stuck_count:
+            parts.append(f"{table.stuck_count} stuck")
+        if view.sort not in table.columns:  # its header marker is not on screen
             parts.append(f"sorted by {table.header_label(view.sort)}")
         if view.gpu is not None:
             parts.append(f"GPU {view.gpu} only")
@@ -161,7 +182,7 @@ class MainScreen(Screen[None]):
 
     def action_sort(self, step: int) -> None:
         # Only the columns on screen: a sort by a hidden column would show no marker at all.
-        shown = R.columns(self.table.wide)
+        shown = self.table.columns
         view = self.table.view
         if view.sort in shown:
             column = shown[(shown.index(view.sort) + step) % len(shown)]
@@ -192,7 +213,9 @@ class MainScreen(Screen[None]):
     def action_filter(self) -> None:
         box = self.filter_box
         box.add_class("-open")
-        box.focus()
+        # At once, not on the next idle as focus() does: keys typed right after "/" (fast, or
+        # pasted) are already queued and go to whatever has the focus when they are handled.
+        self.set_focus(box)
 
     def action_clear_filter(self) -> None:
         box = self.filter_box
@@ -231,32 +254,78 @@ class MainScreen(Screen[None]):
 
     def on_process_table_row_chosen(self, event: ProcessTable.RowChosen) -> None:
         row = self.table.row(event.key)
-        if row is None:
+        if row is not None:
+            self._open_process(row)
+
+    def action_environment(self) -> None:
+        # nvitop's `e`: the process detail, on its environment.
+        if (row := self.table.current) is not None:
+            self._open_process(row, show_env=True)
+
+    def _open_process(self, row: ProcessRow, *, show_env: bool = False) -> None:
+        self.app.push_screen(
+            ProcessDetailScreen(row, dev_dir=self.dev_dir, killer=self.killer, show_env=show_env)
+        )
+
+    # -- focus: two regions, the GPU panels and the processes ---------------------------
+    _last_panel: int | None = None  # GPU index of the panel that last had the focus
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        if isinstance(event.widget, GpuPanel):
+            self._last_panel = event.widget.index
+
+    def action_switch_region(self) -> None:
+        """Tab: from the processes to the GPU panel last focused (or the first), and back."""
+        panels = self.grid.panels
+        if self.focused is not self.table or not panels:
+            self.table.focus()
             return
-        self.app.push_screen(ProcessDetailScreen(row, dev_dir=self.dev_dir, killer=self.killer))
+        last = next((p for p in panels if p.index == self._last_panel), panels[0])
+        last.focus()
+
+    def action_panel_move(self, dx: int, dy: int) -> None:
+        """Arrows on a GPU panel: the next one in reading order, or the one above or below."""
+        panels = self.grid.panels
+        focused = self.focused
+        if not isinstance(focused, GpuPanel) or focused not in panels:
+            return
+        plan = self.grid.layout_plan
+        columns = plan.columns if plan is not None else 1
+        target = panels.index(focused) + dx + dy * columns
+        if 0 <= target < len(panels):
+            panels[target].focus()
 
     # -- signals ------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if self.app.screen is not self:
             # Under a dialog its keys do nothing: its dimmed footer shows the app's keys only.
             return False
-        # --readonly: the kill key does nothing and the footer does not show it.
+        if action == "filter":  # a priority key: in the filter box it is a character
+            return self.focused is not self.filter_box
+        on_panel = isinstance(self.focused, GpuPanel)
+        if action == "panel_move":  # not on a panel: the arrows go on to the table or filter
+            return on_panel
+        if action == "environment":  # a process's: not on the GPU panels (nor in the footer)
+            return not on_panel
+        # --readonly: the signal keys do nothing and the footer does not show them.
         return not (action == "kill" and self.killer is None)
 
-    def action_kill(self) -> None:
+    def action_kill(self, signal: str | None = None) -> None:
         rows = self.table.tagged_rows()
         if not rows and (current := self.table.current) is not None:
             rows = [current]
-        self.kill_rows(rows)
+        self.kill_rows(rows, Signal(signal) if signal else None)
 
-    def kill_rows(self, rows: list[ProcessRow]) -> None:
-        """Open the kill dialog for these processes (never in --readonly)."""
+    def kill_rows(self, rows: list[ProcessRow], signal: Signal | None = None) -> None:
+        """Open the kill dialog for these processes, on ``signal`` (default TERM); never in
+        --readonly. Nothing is sent until the user confirms in the dialog."""
         if self.killer is None:
             return
         if not rows:
             self.app.notify("no process selected", severity="warning")
             return
-        self.app.push_screen(ConfirmKill(rows, self.killer), self._after_kill)
+        dialog = ConfirmKill(rows, self.killer, signal=signal or Signal.TERM)
+        self.app.push_screen(dialog, self._after_kill)
 
     def _after_kill(self, results: list[KillResult] | None) -> None:
         done = {r.pid for r in results or [] if r.ok}

@@ -18,10 +18,11 @@ from textual.worker import get_current_worker
 from gputop import units
 from gputop.engine import procs
 from gputop.engine.holders import held_by
-from gputop.engine.kill import SENDING, Killer
+from gputop.engine.kill import SENDING, Killer, Signal
 from gputop.engine.model import ProcessRow, ProcInfo, Snapshot
 from gputop.errors import GputopError
 from gputop.ui import text
+from gputop.ui.keys import signal_keys
 from gputop.ui.rows import row_key
 
 ENV_FIRST = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
@@ -77,6 +78,19 @@ def _proc_line(info: ProcInfo) -> str:
     return f"{info.pid:>7}  {info.user or units.NA:<10} {info.command or info.name or '?'}"
 
 
+def _container_text(info: ProcInfo) -> str:
+    """``runtime name (short id)``, and the pod as ``namespace/pod``; "none" on the host."""
+    box = info.container
+    if box is None:
+        return "none" if info.visible and info.create_time else units.NA
+    text = f"{box.runtime} {box.label}"
+    if box.name and box.short_id != box.name:
+        text += f" ({box.short_id})"
+    if box.pod or box.pod_uid:
+        text += f"  pod {box.namespace or '?'}/{box.pod or box.pod_uid}"
+    return text
+
+
 def _section(out: Text, heading: str, lines: list[str]) -> None:
     out.append(f"\n{heading}\n", "bold")
     for line in lines or ["none"]:
@@ -84,7 +98,7 @@ def _section(out: Text, heading: str, lines: list[str]) -> None:
 
 
 class ProcessDetailScreen(Screen[None]):
-    """Everything about one process; `e` toggles its environment; `k` signals it.
+    """Everything about one process; `e` toggles its environment; `k` (or F9, T, K, I) signals it.
 
     It follows the app's snapshot; what /proc says about the process is read on a worker
     thread, one read at a time, and shown when it arrives.
@@ -92,8 +106,13 @@ class ProcessDetailScreen(Screen[None]):
 
     BINDINGS = [
         Binding("escape,q", "app.pop_screen", "Back"),
-        Binding("e", "toggle_env", "Environment"),
-        Binding("k", "kill", "Kill"),
+        Binding(
+            "e",
+            "toggle_env",
+            "Environment",
+            tooltip="its environment, CUDA_VISIBLE_DEVICES first (again: back)",
+        ),
+        *signal_keys("this process"),
     ]
 
     @dataclass
@@ -101,6 +120,7 @@ class ProcessDetailScreen(Screen[None]):
         """The user asked to signal this process."""
 
         row: ProcessRow
+        signal: Signal | None = None  # chosen with T, K or I; else the dialog's default
 
     @dataclass
     class Readings(Message):
@@ -108,14 +128,16 @@ class ProcessDetailScreen(Screen[None]):
 
         readings: ProcReadings
 
-    def __init__(self, row: ProcessRow, *, dev_dir: str, killer: Killer | None) -> None:
+    def __init__(
+        self, row: ProcessRow, *, dev_dir: str, killer: Killer | None, show_env: bool = False
+    ) -> None:
         super().__init__()
         self.row = row
         self.dev_dir = dev_dir
         self.killer = killer  # None in --readonly: no kill key, no signal log
         self.now_wall = time.time()
         self.gone = False
-        self.show_env = False
+        self.show_env = show_env
         self._reading = False
         self._read_again = False
 
@@ -152,9 +174,9 @@ class ProcessDetailScreen(Screen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         return self.can_kill if action == "kill" else True
 
-    def action_kill(self) -> None:
+    def action_kill(self, signal: str | None = None) -> None:
         if self.can_kill:
-            self.post_message(self.KillRequested(self.row))
+            self.post_message(self.KillRequested(self.row, Signal(signal) if signal else None))
 
     def action_toggle_env(self) -> None:
         self.show_env = not self.show_env
@@ -218,6 +240,7 @@ class ProcessDetailScreen(Screen[None]):
                 f"{info.user or units.NA} (uid {info.uid if info.uid is not None else units.NA})",
             ),
             ("status", info.status or units.NA),
+            ("container", _container_text(info)),
             ("started", f"{created}  running {runtime}"),
             ("on GPU", ", ".join(str(i) for i in row.gpu_indices) or "none listed"),
             ("type", row.type.value if row.type else units.NA),

@@ -1,5 +1,14 @@
 """One GPU: bars, readings, sparklines. Three densities so 1 to 8+ GPUs fit any terminal.
 
+A bordered (full) panel's sparklines take what its width leaves after a short bar and the value,
+and become charts ``chart_rows`` lines tall when the grid has lines to spare. One-line and
+two-line panels end their first line with the utilisation sparkline where there is room.
+
+A GPU in MIG mode lists its MIG devices under its readings: in a bordered panel one line each
+(label, memory bar and value, profile, utilisation: N/A, as NVML gives none in MIG mode), in the
+one- and two-line rows one more line for all of them. :func:`mig_lines` says how many, for the
+grid's layout planner.
+
 A line-API widget: each tick the panel builds its lines as light `Line`s, compares them with what is
 on screen and repaints only the lines whose text or styles changed (a whole-widget refresh of 8
 bordered panels per second was most of the dashboard's CPU time).
@@ -10,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from rich.cells import cell_len
 from rich.style import Style
 from rich.text import Text
 from textual import events
@@ -21,11 +31,11 @@ from textual.widget import Widget
 
 from gputop import units
 from gputop.engine.history import History
-from gputop.engine.model import GpuSample, GpuState
+from gputop.engine.model import GpuSample, GpuState, MigDevice
 from gputop.ui import text
 from gputop.ui.paint.framed_lines import FramedLines
 from gputop.ui.paint.line import Line
-from gputop.ui.spark import GpuSparks
+from gputop.ui.spark import GpuSparks, chart
 from gputop.units import Level
 
 
@@ -39,6 +49,9 @@ class Density(StrEnum):
 
 PANEL_HEIGHT = {Density.FULL: 7, Density.COMPACT: 2, Density.MINI: 1}
 VALUE_WIDTH = 14  # "60.0/80.0 GiB"
+LABEL_WIDTH = 5  # "UTIL "
+BAR_MAX = 20  # a bordered panel's bar: past this the sparkline gets the width
+SUMMARY_SPARK_MIN = 10  # the summary line's sparkline: only with this much room left
 TREND_POINTS = 300  # samples the sparklines span: 5 minutes at the default 1 s interval
 _PLAIN = Style()
 
@@ -57,7 +70,20 @@ def title(sample: GpuSample) -> str:
         out += f" (CUDA {sample.cuda_index})"
     elif sample.cuda_index is None and sample.state is GpuState.OK:
         out += " (not visible to CUDA)"
-    return f"{out} · {short_name(sample.name)}"
+    out = f"{out} · {short_name(sample.name)}"
+    return f"{out} · MIG" if sample.mig_mode else out
+
+
+def mig_lines(sample: GpuSample | None, density: Density) -> int:
+    """Lines a panel adds under its readings for the GPU's MIG devices: in a bordered panel one
+    per MIG device (one saying there is none, for a GPU in MIG mode without any), in the dense
+    rows one for all; none for a GPU not in MIG mode, or one the panel shows no readings of."""
+    if sample is None or sample.state is not GpuState.OK:
+        return 0
+    count = len(sample.mig_devices)
+    if not count and not sample.mig_mode:
+        return 0
+    return max(1, count) if density is Density.FULL else 1
 
 
 class GpuPanel(FramedLines, Widget, can_focus=True):
@@ -75,6 +101,7 @@ class GpuPanel(FramedLines, Widget, can_focus=True):
     BINDINGS = [("enter", "select", "GPU detail")]
 
     density: reactive[Density] = reactive(Density.FULL)
+    chart_rows: reactive[int] = reactive(1)  # lines of each sparkline (full density)
 
     @dataclass
     class Selected(Message):
@@ -85,6 +112,7 @@ class GpuPanel(FramedLines, Widget, can_focus=True):
     def __init__(self, index: int, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.index = index
+        self.index_width = 1  # digits of the grid's largest index: one- and two-line rows align
         self.sample: GpuSample | None = None
         self.history: History | None = None
         self.sparks = GpuSparks(index, TREND_POINTS)
@@ -98,6 +126,9 @@ class GpuPanel(FramedLines, Widget, can_focus=True):
     def watch_density(self, density: Density) -> None:
         for d in Density:
             self.set_class(d is density, f"-{d.value}")
+        self._repaint(full=True)
+
+    def watch_chart_rows(self) -> None:
         self._repaint(full=True)
 
     def show(self, sample: GpuSample, history: History | None) -> None:
@@ -153,11 +184,18 @@ class GpuPanel(FramedLines, Widget, can_focus=True):
             return [Line(f"GPU {self.index}: waiting…")]
         if sample.state is not GpuState.OK:
             return [Line(state_text(sample))]
+        mig = mig_lines(sample, self.density)
         if self.density is Density.FULL:
-            return self._full(sample, width)
+            lines = self._full(sample, width)
+            if mig:
+                lines += self._mig_full(sample, width)
+            return lines
+        lines = [self._summary(sample, width)]
         if self.density is Density.COMPACT:
-            return [self._summary(sample, width), self._details(sample, width)]
-        return [self._summary(sample, width)]
+            lines.append(self._details(sample, width))
+        if mig:
+            lines.append(self._mig_compact(sample, width))
+        return lines
 
     def render_line(self, y: int) -> Strip:
         if self._painted_width < 0:  # after a resize or style change, before the next sample
@@ -206,51 +244,73 @@ class GpuPanel(FramedLines, Widget, can_focus=True):
 
     def _bar_line(
         self,
-        width: int,
+        bar_width: int,
         label: str,
         fraction: float | None,
         value: str,
         spark: str,
         bar_style: Style,
     ) -> Line:
-        bar_width = max(6, (width - 5 - VALUE_WIDTH - 2) // 2)
-        spark_width = max(0, width - 5 - bar_width - VALUE_WIDTH - 2)
         line = Line()
-        line.append(f"{label:<5}", self._style("label"))
+        line.append(f"{label:<{LABEL_WIDTH}}", self._style("label"))
         line.append(text.bar(fraction, bar_width), self._style("bar") + bar_style)
         line.append(f" {value:>{VALUE_WIDTH}} ")
-        line.append(spark[-spark_width:] if spark_width else "", self._style("spark"))
+        line.append(spark, self._style("spark"))
         return line
 
-    def _sparklines(self, width: int, top_memory: float | None) -> tuple[str, str]:
+    def _chart_line(self, bar_width: int, spark: str) -> Line:
+        """A chart line under a bar line: blank up to where the chart starts."""
+        line = Line(" " * (LABEL_WIDTH + bar_width + VALUE_WIDTH + 2))
+        line.append(spark, self._style("spark"))
+        return line
+
+    def _sparklines(
+        self, width: int, top_memory: float | None, rows: int = 1
+    ) -> tuple[list[str], list[str]]:
+        """The utilisation and memory sparklines, ``width`` wide and ``rows`` lines each."""
         if self.history is None or width <= 0:
-            return "", ""
-        self.sparks.update(self.history, width)
-        return self.sparks.util.text(100.0), self.sparks.memory.text(top_memory)
+            return [""] * rows, [""] * rows
+        sparks = self.sparks
+        sparks.update(self.history, width)
+        if rows <= 1:
+            return [sparks.util.text(100.0)], [sparks.memory.text(top_memory)]
+        return (
+            chart(sparks.util.peaks(), 100.0, rows),
+            chart(sparks.memory.peaks(), top_memory, rows),
+        )
 
     def _full(self, s: GpuSample, width: int) -> list[Line]:
-        spark_w = max(0, width - 5 - max(6, (width - 5 - VALUE_WIDTH - 2) // 2) - VALUE_WIDTH - 2)
-        util_spark, mem_spark = self._sparklines(spark_w, s.memory_total_bytes or None)
+        bar_w, spark_w = bar_split(width)
+        rows = max(1, self.chart_rows)
+        util_spark, mem_spark = self._sparklines(spark_w, s.memory_total_bytes or None, rows)
         util = self._bar_line(
-            width,
+            bar_w,
             "UTIL",
             None if s.utilization_gpu_percent is None else s.utilization_gpu_percent / 100,
             units.percent(s.utilization_gpu_percent),
-            util_spark,
+            util_spark[0],
             _PLAIN,
         )
         mem_frac = units.memory_fraction(s.memory_used_bytes, s.memory_total_bytes)
         mem = self._bar_line(
-            width,
+            bar_w,
             "MEM",
             mem_frac,
             units.gib_pair(s.memory_used_bytes, s.memory_total_bytes),
-            mem_spark,
+            mem_spark[0],
             self._level_style(
                 units.memory_level(s.memory_used_bytes, s.memory_total_bytes), quiet_warn=True
             ),
         )
-        return [util, mem, self._thermal(s), self._clocks(s), self._bus(s)]
+        return [
+            util,
+            *(self._chart_line(bar_w, r) for r in util_spark[1:]),
+            mem,
+            *(self._chart_line(bar_w, r) for r in mem_spark[1:]),
+            self._thermal(s),
+            self._clocks(s),
+            self._bus(s),
+        ]
 
     def _thermal(self, s: GpuSample) -> Line:
         line = Line()
@@ -293,8 +353,10 @@ class GpuPanel(FramedLines, Widget, can_focus=True):
         name = short_name(s.name)
         name = name if len(name) <= 14 else name[:13] + "…"
         cuda = f":c{s.cuda_index}" if s.cuda_index not in (None, s.index) else ""
+        digits = self.index_width
+        index = f"{s.index:>{digits}}{cuda}"
         line = Line()
-        line.append(f"{s.index}{cuda:<4}", self._style("label"))
+        line.append(f"{index:<{2 * digits + 3}}", self._style("label"))
         line.append(f"{name:<15}")
         bar_w = max(4, min(16, (width - 68) // 2))
         util = s.utilization_gpu_percent
@@ -314,10 +376,15 @@ class GpuPanel(FramedLines, Widget, can_focus=True):
         line.append(f" {units.watts(s.power_draw_mw)}")
         if s.ecc_errors_uncorrected_volatile:
             line.append(f" ECC {s.ecc_errors_uncorrected_volatile}", self._style("crit"))
+        room = width - cell_len(line.plain) - 1
+        if room >= SUMMARY_SPARK_MIN:  # the utilisation trend, in what the line leaves
+            util_spark, _ = self._sparklines(room, None)
+            line.append(" ")
+            line.append(util_spark[0], self._style("spark"))
         return line
 
     def _details(self, s: GpuSample, width: int) -> Line:
-        line = Line("    ")
+        line = Line(" " * (2 * self.index_width + 2))
         line.append(
             f"pwr {units.watts(s.power_draw_mw)}{units.watts_limit_suffix(s.power_limit_mw)} "
         )
@@ -329,6 +396,70 @@ class GpuPanel(FramedLines, Widget, can_focus=True):
         if s.throttle_reasons:
             line.append(" " + ",".join(s.throttle_reasons), self._style("warn"))
         return line
+
+    def _mig_full(self, s: GpuSample, width: int) -> list[Line]:
+        """One line per MIG device, its bar under the GPU's memory bar:
+        ``0/1  ████▌     29.7/39.5 GiB 3g.40gb UTIL N/A``."""
+        if not s.mig_devices:
+            return [Line("MIG mode: no MIG devices", self._style("dim"))]
+        bar_w, _ = bar_split(width)
+        return [self._mig_line(m, bar_w) for m in s.mig_devices]
+
+    def _mig_line(self, m: MigDevice, bar_w: int) -> Line:
+        used, total = m.memory_used_bytes, m.memory_total_bytes
+        line = Line()
+        line.append(f"{m.label:<{LABEL_WIDTH - 1}} ", self._style("label"))
+        level = self._level_style(units.memory_level(used, total), quiet_warn=True)
+        line.append(text.bar(units.memory_fraction(used, total), bar_w), self._style("bar") + level)
+        line.append(f" {units.gib_pair(used, total):>{VALUE_WIDTH}} ")
+        line.append(m.profile or units.NA)
+        line.append(" UTIL ", self._style("label"))
+        line.append(units.percent(m.utilization_gpu_percent))
+        return line
+
+    def _mig_compact(self, s: GpuSample, width: int) -> Line:
+        """All MIG devices on one line, as many as fit, then how many did not:
+        ``MIG util N/A  0/1 3g.40gb 30/40G · 0/5 2g.20gb 14/20G · +2``."""
+        line = Line(" " * (2 * self.index_width + 2))
+        line.append("MIG ", self._style("label"))
+        migs = s.mig_devices
+        if not migs:
+            line.append("mode on, no MIG devices", self._style("dim"))
+            return line
+        quiet = all(m.utilization_gpu_percent is None for m in migs)
+        if quiet:  # the drivers to date: said once, not per device
+            line.append(f"util {units.NA}  ", self._style("dim"))
+        used = cell_len(line.plain)
+        for i, m in enumerate(migs):
+            piece = f"{m.label} {m.profile or units.NA} {gib_short(m)}"
+            if not quiet:
+                piece += f" {units.percent(m.utilization_gpu_percent)}"
+            if i:
+                piece = " · " + piece
+            rest = len(migs) - i - 1
+            more = f" · +{rest}" if rest else ""
+            if i and used + cell_len(piece) + cell_len(more) > width:
+                line.append(f" · +{len(migs) - i}", self._style("dim"))
+                break
+            line.append(piece)
+            used += cell_len(piece)
+        return line
+
+
+def gib_short(m: MigDevice) -> str:
+    """A MIG device's memory in whole GiB, for the dense rows: ``"30/40G"``."""
+    used, total = m.memory_used_bytes, m.memory_total_bytes
+    if used is None or total is None:
+        return f"{units.short_size(used)}/{units.short_size(total)}"
+    return f"{used / units.GiB:.0f}/{total / units.GiB:.0f}G"
+
+
+def bar_split(width: int) -> tuple[int, int]:
+    """(bar, sparkline) cells of a bordered panel's UTIL and MEM lines ``width`` cells wide: the
+    bar a third of what the label and value leave (6 to BAR_MAX), the sparkline the rest."""
+    rest = width - LABEL_WIDTH - VALUE_WIDTH - 2
+    bar = max(6, min(BAR_MAX, rest // 3))
+    return bar, max(0, rest - bar)
 
 
 def state_text(s: GpuSample) -> str:

@@ -7,9 +7,18 @@ While the snapshot carries a ``driver_note`` (the driver process crashed, a call
 shows it in the STALE marker's alarm style, right after that marker. It is fitted to the width:
 the title gives way first, then the host facts, then the note's last words; the STALE marker and
 the note's first words stay on screen at every width the dashboard draws at.
+
+Without a note the host facts are fitted too: the title, the CUDA version, the driver version, the
+host name's end, the interval, the host name and the GPU count give way, in this order, so the
+markers and the time of the last sample are always whole (at 80 columns, PAUSED and DEMO too).
+
+STALE counts the time without a fresh sample; the time spent paused is not counted: right after
+a resume the last sample is as fresh as when the pause began (the sampler sends the next at once).
 """
 
 from __future__ import annotations
+
+import time
 
 from rich.cells import cell_len, get_character_cell_size
 from rich.style import Style
@@ -26,6 +35,7 @@ from gputop.ui.paint.line import ELLIPSIS, Line
 
 TITLE = " gputop "
 NOTE_MIN_CELLS = 24  # the note keeps at least this much, markers or not
+HOST_MIN_CELLS = 8  # a host name cut to fit keeps this much (with its '…')
 WORD_CUT_MAX_LOSS = 12  # cells a cut may give back to end after a whole word, not mid-word
 
 
@@ -43,9 +53,49 @@ class HeaderBar(FramedLines, Widget):
     # The snapshot's driver_note, set with it: a stale re-send equals the reading it re-sends
     # (driver_note is not compared), so the snapshot alone would not repaint the note.
     driver_note: reactive[str | None] = reactive(None)
+    _paused_at: float | None  # when the running pause began (app clock)
+    _pause_sample: float | None  # taken_at_mono of the sample shown then
+    _paused_s: float  # time paused since that sample: not stale time
 
     def watch_stale_s(self, stale_s: float | None) -> None:
-        self.set_class(stale_s is not None, "-stale")
+        self.set_class(self.shown_stale_s() is not None, "-stale")
+
+    def watch_paused(self, paused: bool) -> None:
+        now = self._now()
+        if paused:
+            self._paused_at = now
+            self._pause_sample = self._sample_time()
+        elif self._paused_at is not None:
+            if self._pause_sample is not None and self._pause_sample == self._sample_time():
+                self._paused_s += max(0.0, now - self._paused_at)
+            self._paused_at = None
+        self.set_class(self.shown_stale_s() is not None, "-stale")
+
+    def watch_snapshot(self, snapshot: Snapshot | None) -> None:
+        if self._sample_time() != self._pause_sample:  # a fresh reading: nothing to discount
+            self._paused_s, self._pause_sample = 0.0, None
+        self.set_class(self.shown_stale_s() is not None, "-stale")
+
+    def shown_stale_s(self) -> float | None:
+        """The STALE age the header shows: the app's, less the time paused since the last
+        sample; None when that is under the app's threshold again."""
+        stale = self.stale_s
+        if stale is None or self.paused:
+            return None if stale is None or self.paused else stale
+        if self._paused_s <= 0:
+            return stale
+        age = stale - self._paused_s
+        threshold = getattr(self.app, "stale_threshold_s", None)
+        limit = float(threshold()) if callable(threshold) else 0.0
+        return age if age > limit else None
+
+    def _now(self) -> float:
+        clock = getattr(self.app, "clock", None) if self.is_attached else None  # tests' clocks
+        return float(clock()) if callable(clock) else time.monotonic()
+
+    def _sample_time(self) -> float | None:
+        snap = self.snapshot
+        return None if snap is None else snap.taken_at_mono
 
     def watch_driver_note(self, note: str | None) -> None:
         self.set_class(bool(note and note.strip()), "-driver-note")
@@ -54,6 +104,9 @@ class HeaderBar(FramedLines, Widget):
         super().__init__(id=id)
         self._styles: dict[str, Style] = {}
         self._painted: tuple[object, int, Strip] | None = None
+        self._paused_at = None
+        self._pause_sample = None
+        self._paused_s = 0.0
 
     def notify_style_update(self) -> None:
         self._styles.clear()
@@ -68,8 +121,9 @@ class HeaderBar(FramedLines, Widget):
         return style
 
     def render(self) -> Text:
-        """The header as rich Text (what the painted line shows, before the cut at its end)."""
-        return self.line(self.size.width or None).to_text()
+        """The header as rich Text (what the painted line shows, with every host fact: before
+        the facts are fitted and the line is cut at its end)."""
+        return self.line(self.size.width or None, fit_facts=False).to_text()
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
@@ -84,16 +138,18 @@ class HeaderBar(FramedLines, Widget):
         self._painted = (key, width, strip)
         return strip
 
-    def line(self, width: int | None = None) -> Line:
+    def line(self, width: int | None = None, *, fit_facts: bool = True) -> Line:
         """The header's text and styles, fitted to ``width`` cells when given.
 
         What does not fit is cut at the end of the line (see Line.to_strip); a driver note makes
-        room for itself first by dropping the title and then by losing its own last words.
+        room for itself first by dropping the title and then by losing its own last words. The
+        host facts give way (:func:`fitted_facts`) unless ``fit_facts`` is false.
         """
         marker = self._style("header-bar--marker")
         alarm = self._style("header-bar--stale")
         snap = self.snapshot
-        stale = None if self.stale_s is None else f" STALE {self.stale_s:.0f} s "
+        stale_s = self.shown_stale_s()
+        stale = None if stale_s is None else f" STALE {stale_s:.0f} s "
         labels = [
             f" {label} "
             for shown, label in (
@@ -118,8 +174,6 @@ class HeaderBar(FramedLines, Widget):
             cut, note = fitted != note, fitted
         # Markers (and the note) first: at 80 columns the tail of the line may be cut, never these.
         out = Line()
-        if show_title:
-            out.append(TITLE, self._style("header-bar--title"))
         if stale is not None:
             out.append(stale, alarm)
             out.append(" ")
@@ -129,19 +183,67 @@ class HeaderBar(FramedLines, Widget):
         for label in labels:
             out.append(label, marker)
             out.append(" ")
+        facts: list[str] = []
+        if snap is not None and not cut:
+            facts = host_facts(snap, self.interval_s)
+            if width is not None and fit_facts:
+                room = width - cell_len(out.plain)
+                if show_title and note is None and facts_cells(facts) > room - cell_len(TITLE):
+                    show_title = False  # the title gives way before any fact (a note's
+                    # title was settled above)
+                if show_title:
+                    room -= cell_len(TITLE)
+                facts = fitted_facts(facts, room)
+        if show_title:
+            out.parts.insert(0, (TITLE, self._style("header-bar--title")))
         if snap is None:
             out.append(" waiting for the first sample…")
-            return out
-        if cut:
-            return out
-        sys = snap.system
-        gpus = f"{len(snap.gpus)} GPU{'s' if len(snap.gpus) != 1 else ''}"
-        out.append(
-            f" {sys.hostname}  driver {sys.driver_version or units.NA}"
-            f"  CUDA {sys.cuda_driver_version or units.NA}  {gpus}"
-            f"  every {self.interval_s:g}s  {text.clock_time(snap.taken_at_wall)}"
-        )
+        elif facts:
+            out.append(" " + "  ".join(facts))
         return out
+
+
+def host_facts(snap: Snapshot, interval_s: float) -> list[str]:
+    """Host, driver, CUDA, GPU count, interval and the time of the sample, as the header says
+    them."""
+    sys = snap.system
+    gpus = f"{len(snap.gpus)} GPU{'s' if len(snap.gpus) != 1 else ''}"
+    return [
+        sys.hostname,
+        f"driver {sys.driver_version or units.NA}",
+        f"CUDA {sys.cuda_driver_version or units.NA}",
+        gpus,
+        f"every {interval_s:g}s",
+        text.clock_time(snap.taken_at_wall),
+    ]
+
+
+def facts_cells(facts: list[str]) -> int:
+    """Cells the facts take on the header: a blank, then the facts two blanks apart."""
+    return 1 + cell_len("  ".join(facts)) if facts else 0
+
+
+def fitted_facts(facts: list[str], room: int) -> list[str]:
+    """The facts of :func:`host_facts` in ``room`` cells: the CUDA version, the driver version,
+    the host name's end, the interval, the host name and the GPU count give way, in this order;
+    the time of the sample stays (cut at the end of the line only past all of them)."""
+    host, driver, cuda, gpus, interval, clock = facts
+    steps: list[list[str]] = [
+        [host, driver, cuda, gpus, interval, clock],
+        [host, driver, gpus, interval, clock],
+        [host, gpus, interval, clock],
+    ]
+    for step in steps:
+        if facts_cells(step) <= room:
+            return step
+    # The host name shrinks (never below HOST_MIN_CELLS), then goes, as do the rest.
+    rest = facts_cells([gpus, interval, clock]) + 2
+    if room - rest >= min(HOST_MIN_CELLS, cell_len(host)):
+        return [fit(host, room - rest), gpus, interval, clock]
+    for step in ([gpus, interval, clock], [gpus, clock], [clock]):
+        if facts_cells(step) <= room:
+            return step
+    return [clock]
 
 
 def one_line(note: str) -> str:

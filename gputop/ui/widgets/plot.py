@@ -35,7 +35,7 @@ class HistoryPlot(PlotextPlot):
         plt.clear_data()
         plt.clear_figure()
         plt.title(f"{self.title} ({self.unit})" if self.unit else self.title)
-        plotted = False
+        plotted: list[float] = []
         for name, values in self._series.items():
             n = len(values)
             points = [
@@ -44,9 +44,27 @@ class HistoryPlot(PlotextPlot):
             if points:
                 xs, ys = zip(*points, strict=True)
                 plt.plot(list(xs), list(ys), label=name if len(self._series) > 1 else None)
-                plotted = True
+                plotted.extend(ys)
         if not plotted:
             plt.title(f"{self.title}: no data (N/A on this GPU)")
         if self._top is not None:
             plt.ylim(0, self._top)
+        elif plotted:
+            flat = flat_range(min(plotted), max(plotted))
+            if flat is not None:
+                plt.ylim(*flat)
         plt.xlabel("seconds ago")
+
+
+def flat_range(low: float, high: float) -> tuple[float, float] | None:
+    """The y range for data that does not vary (``low == high``), or None when it does.
+
+    plotext centres such data in a range of its own: -1 to 1 for all zeros (negative ticks for
+    PCIe throughput or power), 0.5 to 1.5 times the value otherwise. Here the axis starts at 0:
+    0 to 1 for zeros, 0 to twice the value (the line in the middle) for anything else.
+    """
+    if low != high:
+        return None
+    if low == 0:
+        return (0.0, 1.0)
+    return (0.0, 2 * low) if low > 0 else (2 * low, 0.0)

@@ -6,6 +6,15 @@ repainted only if its text changed. So a tick costs one sort of every row plus t
 cells, whether 40 or 5,000 processes are listed (a DataTable re-renders every cell on any change,
 ~10x more CPU at 1 Hz on 40 rows). Column widths grow to fit the rows seen since the last view
 change: scrolling to a longer user name widens its column once.
+
+The command is the last column and gets the rest of the line; when that would be fewer than
+rows.COMMAND_MIN cells, the less useful columns (rows.DROP_ORDER: peak, host memory, type, CPU,
+run time, container, SM) give way first. Cells are made for every column, so a column coming back
+needs no new cells. The CONTAINER column is there only while some process runs in a container, so
+a box without containers sees no change.
+
+The GPU column says where a process runs: ``0/1`` (GPU 0, GPU instance 1) on a MIG device. Only
+rows on a GPU in MIG mode look that up (Snapshot.device_labels); the others show the index.
 """
 
 from __future__ import annotations
@@ -75,14 +84,19 @@ class ProcessTable(FramedLines, ScrollView, can_focus=True):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.view = R.TableView()
+        self.view = R.TableView(stuck_first=True)
         self.tags: set[str] = set()
         self.wide = False
+        self.containers = False  # some process runs in a container: the CONTAINER column shows
+        self.stuck_count = 0  # stuck processes among the rows shown
         self.cursor = 0
         self._rows: dict[str, ProcessRow] = {}
         self._keys: dict[int, str] = {}  # id(row) -> its key, for the rows in _rows
         self._now_wall = 0.0
-        self._cols: tuple[R.Column, ...] = R.columns(False)
+        self._snapshot: Snapshot | None = None
+        self._mig_gpus: frozenset[int] = frozenset()  # GPUs in MIG mode: rows there say 0/1
+        self._candidates: tuple[R.Column, ...] = R.columns(False, containers=False)
+        self._cols: tuple[R.Column, ...] = self._candidates  # on screen: candidates that fit
         self._widths: dict[R.Column, int] = {}
         self._order: list[str] = []
         self._depths: dict[str, int] = {}  # tree depth of the rows that have one
@@ -103,14 +117,25 @@ class ProcessTable(FramedLines, ScrollView, can_focus=True):
         self._rows = {R.row_key(r): r for r in snapshot.processes}
         self._keys = {id(r): k for k, r in self._rows.items()}
         self._now_wall = snapshot.taken_at_wall
+        self._snapshot = snapshot
+        self._mig_gpus = frozenset(g.index for g in snapshot.gpus if g.mig_mode or g.mig_devices)
+        containers = R.any_container(snapshot.processes)
+        if containers != self.containers:  # the column comes or goes with the next fit
+            self.containers = containers
+            self._candidates = R.columns(self.wide, containers=containers)
         if self.tags - self._rows.keys():
             self.tags &= self._rows.keys()  # tags of processes that are gone
             self.post_message(self.TagsChanged(len(self.tags)))
         self._sync()
 
     def set_view(self, view: R.TableView) -> None:
-        """Show the rows through another view (sort, filter, tree...)."""
+        """Show the rows through another view (sort, filter, tree...).
+
+        A sort the user picks (column or direction) is theirs alone: stuck rows no longer lead.
+        """
         header = (view.sort, view.reverse) != (self.view.sort, self.view.reverse)
+        if header and view.stuck_first:
+            view = replace(view, stuck_first=False)
         self.view = view
         self._sync(full=header)
 
@@ -118,10 +143,15 @@ class ProcessTable(FramedLines, ScrollView, can_focus=True):
         """Show every column (wide) or hide the ones the detail screen shows."""
         if wide != self.wide:
             self.wide = wide
-            self._cols = R.columns(wide)
+            self._candidates = R.columns(wide, containers=self.containers)
             self._sync(full=True)
 
     # -- queries ------------------------------------------------------------------------
+    @property
+    def columns(self) -> tuple[R.Column, ...]:
+        """The columns on screen, in order (the command last)."""
+        return self._cols
+
     @property
     def current_key(self) -> str | None:
         """The row key under the cursor."""
@@ -147,7 +177,7 @@ class ProcessTable(FramedLines, ScrollView, can_focus=True):
 
     def cell_text(self, key: str, column: R.Column) -> str:
         """What a cell shows (for tests and screen readers)."""
-        return self._shown_of(key).cells[self._cols.index(column)]
+        return self._shown_of(key).cells[_POSITION[column]]
 
     def header_label(self, column: R.Column) -> str:
         """A column's header text, with the sort marker on the sorted column."""
@@ -233,6 +263,7 @@ class ProcessTable(FramedLines, ScrollView, can_focus=True):
         keys = self._keys
         order = [keys[id(r)] for r, _ in wanted]
         self._depths = {keys[id(r)]: d for r, d in wanted if d} if self.view.tree else {}
+        self.stuck_count = sum(1 for r, _ in wanted if R.is_stuck(r))
         old_order, old_shown, old_cursor = self._order, self._shown, self.cursor
         self._order = order
         if keep is not None and keep in self._rows and keep in order:
@@ -241,8 +272,7 @@ class ProcessTable(FramedLines, ScrollView, can_focus=True):
             self.cursor = max(0, min(self.cursor, len(order) - 1))
         self._shown = {}
         full = self._fill_window(reset=full, old=old_shown) or full
-        width = 1 + sum(self._widths.values()) + GAP * (len(self._cols) - 1)
-        self.virtual_size = Size(width, len(order) + 1)
+        self.virtual_size = Size(self._line_width(), len(order) + 1)
         if full:
             self.refresh()
             return
@@ -278,12 +308,19 @@ class ProcessTable(FramedLines, ScrollView, can_focus=True):
             if key not in shown:
                 shown[key] = self._format(key)
         widths = self._grow_widths(shown.values(), reset=reset)
-        changed = reset or widths != self._widths
+        cols = self._fit(widths)
+        changed = (
+            reset
+            or cols != self._cols
+            or any(widths[c] != self._widths.get(c) for c in cols)  # a hidden one may grow
+        )
         if changed:
+            self._cols = cols
             self._set_widths(widths)
             self._header_text = self._header_line()
             self._lines = {k: self._line(v.cells) for k, v in shown.items()}
             return True
+        self._widths = widths  # hidden columns may have grown: kept for when they come back
         # Same column widths: a row's text is new only if its cells changed.
         old = old if old is not None else shown
         old_lines = self._lines
@@ -296,12 +333,15 @@ class ProcessTable(FramedLines, ScrollView, can_focus=True):
     def _format(self, key: str) -> _Shown:
         row = self._rows[key]
         tagged = key in self.tags
+        snapshot, mig = self._snapshot, self._mig_gpus
+        on_mig = bool(mig) and snapshot is not None and not mig.isdisjoint(row.gpu_indices)
         cells = R.cells(
             row,
             depth=self._depths.get(key, 0),
             now_wall=self._now_wall,
             tagged=tagged,
-            cols=self._cols,
+            cols=_ALL,
+            devices=snapshot.device_labels(row) if on_mig and snapshot is not None else None,
         )
         return _Shown(cells=cells, stuck=row.stuck, tagged=tagged)
 
@@ -319,35 +359,49 @@ class ProcessTable(FramedLines, ScrollView, can_focus=True):
 
     def on_resize(self) -> None:
         if self._fill_window():
-            width = 1 + sum(self._widths.values()) + GAP * (len(self._cols) - 1)
-            self.virtual_size = Size(width, len(self._order) + 1)
+            self.virtual_size = Size(self._line_width(), len(self._order) + 1)
 
     def _grow_widths(self, shown: Iterable[_Shown], *, reset: bool) -> dict[R.Column, int]:
         """Column widths only grow between view changes, so columns don't jitter per tick."""
-        widths = {c: len(self.header_label(c)) for c in self._cols}
+        widths = {c: len(self.header_label(c)) for c in _ALL}
         if not reset:
-            for c in self._cols:
+            for c in _ALL:
                 widths[c] = max(widths[c], self._widths.get(c, 0))
         columns = zip(*(item.cells for item in shown), strict=True)
-        for c, values in zip(self._cols, columns, strict=False):  # no rows: no columns
+        for c, values in zip(_ALL, columns, strict=False):  # no rows: no columns
             widths[c] = max(widths[c], *map(len, values))
         return widths
+
+    def _fit(self, widths: dict[R.Column, int]) -> tuple[R.Column, ...]:
+        """The candidate columns that leave the command its room (rows.fit_columns)."""
+        # The vertical scrollbar's column is kept free: it comes and goes with the row count,
+        # and the columns must not change with it.
+        room = self.size.width - 1  # size: inside the border
+        if room <= 0:  # not laid out yet
+            return self._candidates
+        return R.fit_columns(self._candidates, widths, room, GAP)
+
+    def _line_width(self) -> int:
+        return 1 + sum(self._widths.get(c, 0) for c in self._cols) + GAP * (len(self._cols) - 1)
 
     def _line(self, cells: tuple[str, ...]) -> str:
         return self._line_format.format(*cells)
 
     def _set_widths(self, widths: dict[R.Column, int]) -> None:
         self._widths = widths
-        # One format string for a row ("{:>6}  {:<8}..."): one call per row instead of one pad
-        # per cell. Cells are its arguments, never its template, so braces in them are safe.
+        # One format string for a row ("{1:>6}  {2:<8}..."): one call per row instead of one pad
+        # per cell. Cells (of every column: the fields pick theirs by position) are its
+        # arguments, never its template, so braces in them are safe.
         fields = [
-            f"{{:{'>' if col in R.NUMERIC else '<'}{widths[col]}}}" if widths.get(col) else "{}"
+            f"{{{_POSITION[col]}:{'>' if col in R.NUMERIC else '<'}{widths[col]}}}"
+            if widths.get(col)
+            else f"{{{_POSITION[col]}}}"
             for col in self._cols
         ]
         self._line_format = " " + (" " * GAP).join(fields)
 
     def _header_line(self) -> str:
-        return self._line(tuple(self.header_label(c) for c in self._cols))
+        return self._line(tuple(self.header_label(c) for c in _ALL))
 
     def _style(self, name: str) -> Style:
         """Styles resolved once per CSS/theme/focus change, not once per painted line."""
@@ -417,3 +471,7 @@ class ProcessTable(FramedLines, ScrollView, can_focus=True):
     def on_blur(self) -> None:
         self._styles.clear()
         self.refresh_line(self.cursor + 1)
+
+
+_ALL = tuple(R.Column)
+_POSITION = {c: i for i, c in enumerate(R.Column)}

@@ -156,3 +156,12 @@ def make_cgroup() -> Iterator[Callable[[str], Path]]:
     for path in sorted(made, key=lambda p: len(p.parts), reverse=True):
         with contextlib.suppress(OSError):
             path.rmdir()
+
+
+def snapshot_of(box: Callable[..., FixedTimeSource], scenario: Any = "mig") -> Snapshot:
+    """One snapshot of a scenario opened by the ``box`` fixture (closed afterwards)."""
+    source = box(scenario)
+    try:
+        return source.snapshot()
+    finally:
+        source.close()

@@ -9,14 +9,13 @@ first). A few entry points are also imported for real, each in a fresh interpret
 from __future__ import annotations
 
 import ast
-import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 import pytest
+
+from tests.fresh import modules_after
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "gputop"
@@ -325,22 +324,8 @@ ENTRY_POINTS = [
 ]
 
 
-def loaded_after_import(module: str) -> set[str]:
-    code = f"import sys, {module}; print(' '.join(sorted(sys.modules)))"
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},  # this checkout's gputop
-    )
-    return set(out.stdout.split())
-
-
 @pytest.mark.parametrize("module", ENTRY_POINTS)
 def test_entry_points_load_neither_textual_nor_pynvml(module: str) -> None:
-    loaded = {name.split(".")[0] for name in loaded_after_import(module)}
+    loaded = {name.split(".")[0] for name in modules_after(f"import {module}")}
     assert "gputop" in loaded
     assert {name for name in loaded if is_textual(name) or name == "pynvml"} == set()

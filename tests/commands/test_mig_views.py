@@ -16,9 +16,9 @@ import pytest
 
 from gputop import sim
 from gputop.commands.once import OnceOptions, render_once
-from gputop.engine.model import GpuState, Snapshot
+from gputop.engine.model import GpuState
 from tests.commands.conftest import Result
-from tests.conftest import FixedTimeSource
+from tests.conftest import FixedTimeSource, snapshot_of
 
 Box = Callable[..., FixedTimeSource]
 Cli = Callable[..., Result]
@@ -40,14 +40,6 @@ GPU1 = (
 @pytest.fixture(autouse=True)
 def _wide(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "200")
-
-
-def snapshot_of(box: Box, scenario: Any = "mig") -> Snapshot:
-    source = box(scenario)
-    try:
-        return source.snapshot()
-    finally:
-        source.close()
 
 
 # -- --once ---------------------------------------------------------------------------------------

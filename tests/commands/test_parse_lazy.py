@@ -3,14 +3,12 @@ sooner without the commands' modules) and parses exactly as the whole parser doe
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from gputop.cli import build_parser, parse_args
+from tests.fresh import modules_after
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,21 +61,8 @@ def test_parse_args_ends_as_the_whole_parser_does(
 
 
 def commands_loaded_by(argv: list[str]) -> set[str]:
-    code = (
-        "import sys\nfrom gputop.cli import parse_args\n"
-        f"parse_args({argv!r})\n"
-        "print(' '.join(m for m in sys.modules if m.startswith('gputop.commands.')))"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    return set(out.stdout.split())
+    loaded = modules_after(f"from gputop.cli import parse_args\nparse_args({argv!r})")
+    return {m for m in loaded if m.startswith("gputop.commands.")}
 
 
 def test_the_dashboard_loads_no_command_module() -> None:

@@ -7,27 +7,18 @@ GPU 0 of the ``mig`` scenario: 3g.40gb (GI 1) + 2g.20gb (GI 5) + 1g.10gb (GI 13)
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from prometheus_client import generate_latest
 
 from gputop.engine.model import Snapshot
 from gputop.export.metrics import Family, dcgm_families, process_family
 from gputop.export.prom import SnapshotCollector, make_registry
-from tests.conftest import FixedTimeSource
+from tests.conftest import FixedTimeSource, snapshot_of
 from tests.export.conftest import samples
 
 Box = Callable[..., FixedTimeSource]
 GPU_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName")
 MIG_NAMES = (*GPU_LABELS, "GPU_I_PROFILE", "GPU_I_ID", "hostname", "DCGM_FI_DRIVER_VERSION")
-
-
-def snapshot_of(box: Box, scenario: Any = "mig") -> Snapshot:
-    source = box(scenario)
-    try:
-        return source.snapshot()
-    finally:
-        source.close()
 
 
 def family(families: list[Family], name: str) -> Family:

@@ -4,9 +4,6 @@ it read before the app was up is the app's first snapshot; nothing slow is loade
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -19,6 +16,7 @@ from gputop.engine.model import Snapshot
 from gputop.ui import EarlySampler, run_dashboard
 from gputop.ui.app import GputopApp
 from tests.fakes import FakeSource, make_snapshot
+from tests.fresh import modules_after
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -100,21 +98,8 @@ def test_the_first_snapshot_is_read_before_the_app_is_built(
     assert source.release.is_set()  # closed
 
 
-def loaded_after(code: str) -> set[str]:
-    out = subprocess.run(
-        [sys.executable, "-c", f"import sys\n{code}\nprint(' '.join(sorted(sys.modules)))"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    return set(out.stdout.split())
-
-
 def test_the_dashboard_loads_no_chart_library_before_its_first_frame() -> None:
-    loaded = loaded_after("import gputop.ui.app")
+    loaded = modules_after("import gputop.ui.app")
     assert "textual" in loaded
     assert {m for m in loaded if m.split(".")[0] in ("plotext", "textual_plotext")} == set()
     assert "gputop.ui.widgets.plot" not in loaded

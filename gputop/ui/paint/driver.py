@@ -58,7 +58,8 @@ def read_input(
     parser: Any,  # textual._xterm_parser.XTermParser
     deliver: Callable[[Message], None],
 ) -> None:
-    """Feed what arrives on ``fileno`` to ``parser`` and each event to ``deliver`` until ``stop``.
+    """Feed what arrives on ``fileno`` to ``parser`` and each event to ``deliver`` until ``stop``
+    or the end of input.
 
     Sleeps in select() with no timeout while nothing is pending; a byte on ``wake_fd`` (or
     input) wakes it.
@@ -74,10 +75,15 @@ def read_input(
                 if key.fd == wake_fd:
                     os.read(wake_fd, 64)  # it only wakes the loop to look at ``stop``
                     continue
-                raw = os.read(fileno, 4096)
-                if not raw:  # end of input (stdin was not a terminal): stop watching it
-                    selector.unregister(fileno)
-                    continue
+                try:
+                    raw = os.read(fileno, 4096)
+                except OSError:  # EIO: the terminal hung up (its window or SSH session closed)
+                    raw = b""
+                if not raw:
+                    # End of input: nothing more can come, so the thread ends. Waiting for a
+                    # stop that a hung-up terminal may never bring kept gputop alive: this is
+                    # not a daemon thread, and the interpreter waits for it at exit.
+                    return
                 for event in parser.feed(decode(raw)):
                     deliver(event)
             for event in parser.tick():

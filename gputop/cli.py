@@ -30,6 +30,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "query": ("gputop.commands.query", "nvidia-smi --query-gpu compatible logger"),
     "dmon": ("gputop.commands.dmon", "nvidia-smi dmon compatible device monitor"),
     "export": ("gputop.commands.export", "Prometheus exporter (dcgm-exporter compatible names)"),
+    "fleet": ("gputop.commands.fleet", "every host and GPU a Prometheus server knows"),
 }
 
 

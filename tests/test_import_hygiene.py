@@ -57,21 +57,37 @@ LAYERS: dict[str, Layer] = {
         modules=("gputop.export.*",),
         may_import=("export", "engine", "leaves"),
     ),
+    "fleet": Layer(
+        what="the fleet from Prometheus: HTTP API client, hosts and GPUs, text and JSON",
+        modules=("gputop.fleet.*",),
+        may_import=("fleet", "leaves"),  # no engine, no driver: it reads Prometheus only
+    ),
     "commands": Layer(
-        what="once, json, doctor, query, dmon, export",
+        what="once, json, doctor, query, dmon, export, fleet",
         modules=("gputop.commands.*",),
-        may_import=("commands", "engine", "export", "sim", "leaves", "shell"),
+        # gputop.ui.fleet: the fleet overview, started by `gputop fleet` (Textual loaded there)
+        may_import=(
+            "commands",
+            "engine",
+            "export",
+            "fleet",
+            "sim",
+            "leaves",
+            "shell",
+            "gputop.ui.fleet",
+        ),
     ),
     "ui": Layer(
         what="the Textual dashboard",
         modules=("gputop.ui.*",),
-        may_import=("ui", "engine", "leaves", "gputop.exits"),  # exits: ExitSignals, for its type
+        # exits: ExitSignals, for its type; fleet: the fleet overview's data (no driver)
+        may_import=("ui", "engine", "fleet", "leaves", "gputop.exits"),
         never=("gputop.engine.nvml",),  # never the driver itself (nor the sim: not listed)
     ),
     "top": Layer(
-        what="the package, the Python API and the command line",
-        modules=("gputop", "gputop.__main__", "gputop.api", "gputop.cli"),
-        may_import=("top", "leaves", "shell", "engine", "sim", "export", "commands", "ui"),
+        what="the package, the Python API, the IPython extension and the command line",
+        modules=("gputop", "gputop.__main__", "gputop.api", "gputop.notebook", "gputop.cli"),
+        may_import=("top", "leaves", "shell", "engine", "sim", "export", "fleet", "commands", "ui"),
     ),
 }
 
@@ -320,7 +336,9 @@ ENTRY_POINTS = [
     "gputop.cli",
     "gputop.engine.sampler",
     "gputop.engine.source",
-    *sorted(m for m in MODULES if matches(m, ("gputop.commands.*", "gputop.export.*"))),
+    *sorted(
+        m for m in MODULES if matches(m, ("gputop.commands.*", "gputop.export.*", "gputop.fleet.*"))
+    ),
 ]
 
 

@@ -17,7 +17,7 @@ import socket
 import sys
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import FrameType, ModuleType
 from typing import TYPE_CHECKING
 
@@ -25,6 +25,7 @@ from gputop.errors import UsageError
 from gputop.exits import EXIT_SIGNALS, handling
 
 if TYPE_CHECKING:
+    from gputop.engine.model import Snapshot
     from gputop.engine.sampler import Sampler
     from gputop.export.http import MetricsServer
     from gputop.export.prom import SnapshotCollector, TextfileWriter
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 DEFAULT_LISTEN = "127.0.0.1:9400"
 DEFAULT_INTERVAL_S = 5.0
 MISSING_CLIENT = "the exporter needs prometheus-client: pip install 'gputop[export]'"
+HOST_LABEL_CHOICES = ("Hostname", "hostname")  # = gputop.export.metrics.HOST_LABELS, unimported
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,10 +114,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"(default {DEFAULT_INTERVAL_S:g})",
     )
     parser.add_argument(
+        "--hostname-label",
+        choices=HOST_LABEL_CHOICES,
+        default=HOST_LABEL_CHOICES[0],
+        help="the name of the host's label on the DCGM_FI_* series: Hostname, as every released "
+        "dcgm-exporter (the default), or hostname, as its unreleased main",
+    )
+    parser.add_argument(
         "--textfile",
         metavar="DIR",
         default=None,
         help="also write DIR/gputop.prom every interval for node_exporter's textfile collector",
+    )
+    parser.add_argument(
+        "--hostname",
+        metavar="NAME",
+        default=None,
+        help="the hostname label on every series (default: this host's name)",
     )
 
 
@@ -137,7 +152,7 @@ def _open_outputs(args: argparse.Namespace) -> _Parts:
 
     listen_text = args.listen or (None if args.textfile else DEFAULT_LISTEN)
     listen = parse_listen(listen_text) if listen_text else None
-    collector = SnapshotCollector()
+    collector = SnapshotCollector(host_label=getattr(args, "hostname_label", "Hostname"))
     registry = make_registry(collector)
     parts = _Parts(collector=collector)
     if args.textfile:
@@ -217,6 +232,29 @@ def run(args: argparse.Namespace) -> int:
     return exit_code(received)
 
 
+class _Renamed:
+    """The sampler's snapshots under another hostname (--hostname); errors and restarts too."""
+
+    def __init__(self, sampler: Sampler, hostname: str) -> None:
+        self._sampler = sampler
+        self._hostname = hostname
+
+    @property
+    def latest(self) -> Snapshot | None:
+        snapshot = self._sampler.latest
+        if snapshot is None:
+            return None
+        return replace(snapshot, system=replace(snapshot.system, hostname=self._hostname))
+
+    @property
+    def errors(self) -> int:
+        return self._sampler.errors
+
+    @property
+    def restarts(self) -> int:
+        return self._sampler.restarts
+
+
 def _run_until(args: argparse.Namespace, stop: threading.Event) -> None:
     from gputop.engine.sampler import Sampler
     from gputop.engine.source import source_from_args
@@ -227,6 +265,8 @@ def _run_until(args: argparse.Namespace, stop: threading.Event) -> None:
         source = source_from_args(args)
         parts.sampler = Sampler(source, interval_s=args.interval)
         parts.collector.holder = parts.sampler
+        if getattr(args, "hostname", None):
+            parts.collector.holder = _Renamed(parts.sampler, args.hostname)
         _serve(parts, parts.sampler, stop)
     except KeyboardInterrupt:
         pass  # a KeyboardInterrupt raised by the code itself (handlers are in place)

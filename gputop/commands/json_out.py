@@ -83,6 +83,7 @@ def snapshot_to_dict(snapshot: Snapshot) -> dict[str, Any]:
         "hidden_pids_note": snapshot.hidden_pids_note,
         "driver_note": snapshot.driver_note,
         "sampler_restarts": snapshot.sampler_restarts,
+        "counters": _plain(snapshot.counters),
     }
 
 

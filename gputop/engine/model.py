@@ -139,6 +139,32 @@ class MigDevice:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class GpuCounters:
+    """A GPU's counters, health records and profiling readings that the exporter publishes.
+
+    Every reading is optional (None: the driver does not give it). Counters count since the driver
+    loaded, but the Xid ones, which count the critical Xid events gputop was told of since it
+    started (NVML keeps no history of them). Kept in Snapshot.counters, one per GPU that answered.
+    """
+
+    index: int  # the GPU's NVML index
+    energy_mj: int | None = None  # nvmlDeviceGetTotalEnergyConsumption
+    pcie_replay_count: int | None = None
+    remapped_rows_correctable: int | None = None
+    remapped_rows_uncorrectable: int | None = None
+    remapped_rows_pending: bool | None = None
+    remapped_rows_failure: bool | None = None
+    nvlink_data_kib: int | None = None  # data sent + received over every NVLink link, KiB
+    xid_count: int | None = None  # None: the driver gives no Xid events for this GPU
+    xid_last: int | None = None  # the newest Xid (None: none yet)
+    xid_last_at_wall: float | None = None  # when gputop was told of it (time.time())
+    # GPM (Hopper and later): % of the time between this sample and the previous one
+    gpm_graphics_percent: float | None = None
+    gpm_tensor_percent: float | None = None
+    gpm_dram_percent: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GpuSample:
     """Everything read from one GPU in one snapshot. Every reading is optional."""
 
@@ -335,12 +361,21 @@ class Snapshot:
     # CRASHED (SIGSEGV in libnvidia-ml) — restarting", "nvmlDeviceGetPowerUsage (GPU 3) hung").
     driver_note: str | None = field(default=None, compare=False)
     sampler_restarts: int = field(default=0, compare=False)  # times the driver process restarted
+    # The exporter's counters of each GPU that answered (GpuCounters.index), in GPU order.
+    counters: tuple[GpuCounters, ...] = ()
 
     def gpu(self, index: int) -> GpuSample | None:
         """The GPU with this NVML index, if present."""
         for g in self.gpus:
             if g.index == index:
                 return g
+        return None
+
+    def counters_of(self, index: int) -> GpuCounters | None:
+        """The counters of the GPU with this NVML index, if read."""
+        for c in self.counters:
+            if c.index == index:
+                return c
         return None
 
     def device_labels(self, row: ProcessRow) -> tuple[str, ...]:

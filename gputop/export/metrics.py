@@ -1,10 +1,13 @@
 """Snapshot -> Prometheus metric families, as plain data (stdlib only; the exporter renders them).
 
-GPU metrics use NVIDIA dcgm-exporter's names, types, HELP texts, units and labels (``gpu``,
-``UUID``, ``pci_bus_id``, ``device="nvidiaN"``, ``modelName``, ``hostname``,
+GPU metrics use NVIDIA dcgm-exporter's names, HELP texts, units and labels (``gpu``,
+``UUID``, ``pci_bus_id``, ``device="nvidiaN"``, ``modelName``, ``Hostname``,
 ``DCGM_FI_DRIVER_VERSION``; see its etc/default-counters.csv and rendermetrics), so dashboards
 built for it (Grafana 12239) work unchanged. gputop's own metrics start with ``gputop_``.
 A reading the driver does not report (None) is left out, as dcgm-exporter leaves out blank values.
+dcgm-exporter's counters are exposed as gauges of the same name: prometheus-client names a
+counter family ``<name>_total``, which would break the names (rate() and increase() work on
+them all the same).
 
 A GPU in MIG mode keeps its own series and adds, for each MIG device, the framebuffer series of
 the device's GPU instance, labelled as dcgm-exporter labels them: the GPU's labels and
@@ -17,15 +20,26 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from gputop.engine.model import GpuSample, GpuState, MigDevice, ProcessRow, ProcState, Snapshot
+from gputop.engine.model import (
+    GpuCounters,
+    GpuSample,
+    GpuState,
+    MigDevice,
+    ProcessRow,
+    ProcState,
+    Snapshot,
+)
 from gputop.units import KiB, whole_mib
 
-# dcgm-exporter's per-GPU labels, in its order; hostname is added when known (renamed from
-# "Hostname" in dcgm-exporter #655), then the driver version label its default counters add.
+# dcgm-exporter's per-GPU labels, in its order; the host's is added when known, then the driver
+# version label its default counters add.
 DCGM_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName")
 MIG_LABELS = ("GPU_I_PROFILE", "GPU_I_ID")  # dcgm-exporter's, on a MIG device's series only
 PROCESS_LABELS = ("gpu", "UUID", "pid", "user", "command", "container", "pod", "namespace")
-HOST_LABEL = "hostname"
+# Every released dcgm-exporter names the host label "Hostname"; its unreleased main (#655) says
+# "hostname". `gputop export --hostname-label hostname` picks the other.
+HOST_LABEL = "Hostname"
+HOST_LABELS = ("Hostname", "hostname")
 DRIVER_LABEL = "DCGM_FI_DRIVER_VERSION"
 STUCK_STATES = (ProcState.HOLDER, ProcState.DEFUNCT, ProcState.ORPHAN, ProcState.STOPPED)
 
@@ -88,6 +102,9 @@ DCGM_FIELDS: tuple[DcgmField, ...] = (
         "DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).", lambda g: g.clock_memory_mhz
     ),
     DcgmField("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", lambda g: g.temperature_c),
+    DcgmField(
+        "DCGM_FI_DEV_MEMORY_TEMP", "Memory temperature (in C).", lambda g: g.temperature_memory_c
+    ),
     DcgmField(
         "DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", lambda g: _div(g.power_draw_mw, 1000)
     ),
@@ -155,11 +172,94 @@ DCGM_FIELDS: tuple[DcgmField, ...] = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class CounterField:
+    """A dcgm-exporter field that gputop fills from a GPU's GpuCounters."""
+
+    name: str
+    help: str
+    read: Callable[[GpuCounters], float | None]
+
+
+def _flag(value: bool | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def _ratio(percent: float | None) -> float | None:
+    """DCGM's profiling fields are ratios (0.0 to 1.0); NVML's GPM metrics are percentages."""
+    return None if percent is None else percent / 100
+
+
+def _last_xid(c: GpuCounters) -> float | None:
+    """The newest Xid, 0 while there has been none (None: the driver gives no Xid events)."""
+    if c.xid_count is None:
+        return None
+    return float(c.xid_last or 0)
+
+
+# dcgm-exporter's default counters that NVML gives beyond a sample's readings. HELP texts are
+# dcgm-exporter's; its counters among them are gauges here (see the module's docstring).
+COUNTER_FIELDS: tuple[CounterField, ...] = (
+    CounterField(
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+        "Total energy consumption since boot (in mJ).",
+        lambda c: c.energy_mj,
+    ),
+    CounterField(
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+        "Total number of PCIe retries.",
+        lambda c: c.pcie_replay_count,
+    ),
+    CounterField("DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.", _last_xid),
+    # NVML's per-link data counters (KiB), sent and received, summed over the active links.
+    CounterField(
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+        "Total number of NVLink bandwidth counters for all lanes.",
+        lambda c: c.nvlink_data_kib,
+    ),
+    CounterField(
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+        "Number of remapped rows for uncorrectable errors",
+        lambda c: c.remapped_rows_uncorrectable,
+    ),
+    CounterField(
+        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+        "Number of remapped rows for correctable errors",
+        lambda c: c.remapped_rows_correctable,
+    ),
+    CounterField(
+        "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+        "Whether remapping of rows has failed",
+        lambda c: _flag(c.remapped_rows_failure),
+    ),
+    # GPM (Hopper and later) over the time since the previous sample.
+    CounterField(
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        "Ratio of time the graphics engine is active.",
+        lambda c: _ratio(c.gpm_graphics_percent),
+    ),
+    CounterField(
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        "Ratio of cycles the tensor (HMMA) pipe is active.",
+        lambda c: _ratio(c.gpm_tensor_percent),
+    ),
+    CounterField(
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        "Ratio of cycles the device memory interface is active sending or receiving data.",
+        lambda c: _ratio(c.gpm_dram_percent),
+    ),
+)
+
+
 def dcgm_labels(
-    gpu: GpuSample, snapshot: Snapshot, mig: MigDevice | None = None
+    gpu: GpuSample,
+    snapshot: Snapshot,
+    mig: MigDevice | None = None,
+    host_label: str = HOST_LABEL,
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(label names, label values) dcgm-exporter attaches to this GPU's series (or to those of
-    its MIG device ``mig``: the GPU's, with GPU_I_PROFILE and GPU_I_ID after modelName)."""
+    its MIG device ``mig``: the GPU's, with GPU_I_PROFILE and GPU_I_ID after modelName).
+    ``host_label`` names the host's label: ``Hostname`` (every release) or ``hostname``."""
     names = list(DCGM_LABELS)
     values = [
         str(gpu.index),
@@ -173,26 +273,27 @@ def dcgm_labels(
         gi = mig.gpu_instance_id
         values += [mig.profile or "", "" if gi is None else str(gi)]
     if snapshot.system.hostname:
-        names.append(HOST_LABEL)
+        names.append(host_label)
         values.append(snapshot.system.hostname)
     names.append(DRIVER_LABEL)
     values.append(snapshot.system.driver_version or "")
     return tuple(names), tuple(values)
 
 
-def dcgm_families(snapshot: Snapshot) -> list[Family]:
+def dcgm_families(snapshot: Snapshot, host_label: str = HOST_LABEL) -> list[Family]:
     """The dcgm-exporter compatible families; lost GPUs and unreported readings are left out."""
     families = []
     live = [g for g in snapshot.gpus if g.state is GpuState.OK]
+    labels = {g.index: dcgm_labels(g, snapshot, host_label=host_label) for g in live}
     for field in DCGM_FIELDS:
         samples = []
         label_names: tuple[str, ...] = ()
         for gpu in live:
             value = field.read(gpu)
             if value is not None:
-                label_names, label_values = dcgm_labels(gpu, snapshot)
+                label_names, label_values = labels[gpu.index]
                 samples.append(Sample(labels=label_values, value=float(value)))
-            samples += _mig_samples(field, gpu, snapshot)
+            samples += _mig_samples(field, gpu, snapshot, host_label)
         if samples:
             label_names = label_names or (samples[0].label_names or ())
             families.append(
@@ -204,10 +305,69 @@ def dcgm_families(snapshot: Snapshot) -> list[Family]:
                     samples=tuple(samples),
                 )
             )
+    return families + _counter_families(snapshot, labels)
+
+
+def _counter_families(
+    snapshot: Snapshot, labels: dict[int, tuple[tuple[str, ...], tuple[str, ...]]]
+) -> list[Family]:
+    """COUNTER_FIELDS' families, for the GPUs that answered (``labels``: theirs, by index)."""
+    counters = [c for c in snapshot.counters if c.index in labels]
+    families = []
+    for field in COUNTER_FIELDS:
+        samples = []
+        for c in counters:
+            value = field.read(c)
+            if value is not None:
+                samples.append(Sample(labels=labels[c.index][1], value=float(value)))
+        if samples:
+            families.append(
+                Family(
+                    name=field.name,
+                    kind=Kind.GAUGE,
+                    help=field.help,
+                    label_names=labels[counters[0].index][0],
+                    samples=tuple(samples),
+                )
+            )
     return families
 
 
-def _mig_samples(field: DcgmField, gpu: GpuSample, snapshot: Snapshot) -> list[Sample]:
+def xid_families(snapshot: Snapshot) -> list[Family]:
+    """gputop's Xid count and the time of the newest, for GPUs whose driver gives Xid events."""
+    uuids = {g.index: g.uuid or "" for g in snapshot.gpus}
+    known = [c for c in snapshot.counters if c.xid_count is not None]
+    seen = [c for c in known if c.xid_last_at_wall is not None]
+    return [
+        Family(
+            name="gputop_xid_errors",
+            kind=Kind.COUNTER,
+            help="Critical Xid errors the driver reported for the GPU since the exporter started "
+            "(DCGM_FI_DEV_XID_ERRORS is the newest one's Xid).",
+            label_names=("gpu", "UUID"),
+            samples=tuple(
+                Sample(labels=(str(c.index), uuids.get(c.index, "")), value=float(c.xid_count or 0))
+                for c in known
+            ),
+        ),
+        Family(
+            name="gputop_xid_last_timestamp_seconds",
+            kind=Kind.GAUGE,
+            help="When the exporter was told of the GPU's newest critical Xid error (Unix time).",
+            label_names=("gpu", "UUID"),
+            samples=tuple(
+                Sample(
+                    labels=(str(c.index), uuids.get(c.index, "")), value=c.xid_last_at_wall or 0.0
+                )
+                for c in seen
+            ),
+        ),
+    ]
+
+
+def _mig_samples(
+    field: DcgmField, gpu: GpuSample, snapshot: Snapshot, host_label: str = HOST_LABEL
+) -> list[Sample]:
     """The field's series for each MIG device of the GPU (one per GPU instance: its compute
     instances share its memory)."""
     if field.read_mig is None:
@@ -219,7 +379,7 @@ def _mig_samples(field: DcgmField, gpu: GpuSample, snapshot: Snapshot) -> list[S
         if value is None or mig.gpu_instance_id in seen:
             continue
         seen.add(mig.gpu_instance_id)
-        names, values = dcgm_labels(gpu, snapshot, mig)
+        names, values = dcgm_labels(gpu, snapshot, mig, host_label)
         samples.append(Sample(labels=values, value=float(value), label_names=names))
     return samples
 
@@ -388,17 +548,19 @@ def snapshot_families(
     sampler_errors: int,
     version: str,
     sampler_restarts: int | None = None,
+    host_label: str = HOST_LABEL,
 ) -> list[Family]:
     """Every family for one scrape of ``snapshot`` (None: nothing sampled yet).
 
     ``age_s`` is how old the newest good sample is (see :func:`sample_age_s`); it grows while
     the driver hangs. ``sampler_restarts`` is how often the driver process was restarted, by
-    default the snapshot's count.
+    default the snapshot's count. ``host_label`` names the host label of the DCGM series.
     """
     if sampler_restarts is None:
         sampler_restarts = snapshot.sampler_restarts if snapshot is not None else 0
-    families = dcgm_families(snapshot) if snapshot is not None else []
+    families = dcgm_families(snapshot, host_label) if snapshot is not None else []
     if snapshot is not None:
+        families += xid_families(snapshot)
         families += [
             process_family(snapshot),
             stuck_family(snapshot),

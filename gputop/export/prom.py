@@ -20,7 +20,7 @@ from prometheus_client.samples import Sample as PromSample
 
 from gputop.engine.model import Snapshot
 from gputop.errors import UsageError
-from gputop.export.metrics import Family, Kind, sample_age_s, snapshot_families
+from gputop.export.metrics import HOST_LABEL, Family, Kind, sample_age_s, snapshot_families
 from gputop.version import __version__
 
 TEXTFILE_NAME = "gputop.prom"
@@ -56,7 +56,8 @@ class SnapshotCollector:
     process restarts are the snapshot's ``sampler_restarts``, or the holder's own ``restarts``
     when it has one and it is higher (``latest`` is the last fresh reading: restarts since then,
     and a driver process that keeps crashing, reach no snapshot); the counter never goes down
-    between scrapes.
+    between scrapes. ``host_label`` names the DCGM series' host label (``Hostname``, as every
+    released dcgm-exporter, or ``hostname``).
     """
 
     def __init__(
@@ -64,8 +65,10 @@ class SnapshotCollector:
         holder: SnapshotHolder | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
+        host_label: str = HOST_LABEL,
     ) -> None:
         self.holder = holder
+        self.host_label = host_label
         self._clock = clock
         self._started_mono = clock()
         self._restarts = 0
@@ -88,6 +91,7 @@ class SnapshotCollector:
             sampler_errors=errors,
             sampler_restarts=restarts,
             version=__version__,
+            host_label=self.host_label,
         )
 
     def collect(self) -> Iterator[Metric]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any
 
 SUCCESS = 0
@@ -22,6 +23,14 @@ _set = object.__setattr__
 def _target(arg: Any) -> Any:
     """The ctypes object behind ``byref(x)`` (or x itself)."""
     return getattr(arg, "_obj", arg)
+
+
+def _write_address(out: Any, buffer: Any) -> None:
+    """Store ``buffer``'s address in the caller's opaque pointer (a handle, an event set, a
+    GPM sample: passed by reference)."""
+    pointer = _target(out)
+    slot = ctypes.cast(ctypes.addressof(pointer), ctypes.POINTER(ctypes.c_void_p))
+    slot[0] = ctypes.addressof(buffer)
 
 
 def _put(arg: Any, value: int) -> None:

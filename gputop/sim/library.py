@@ -34,6 +34,7 @@ from gputop.sim.answers import (
     _Unsupported,
 )
 from gputop.sim.clock import Clock, ElapsedClock
+from gputop.sim.counters import CounterCalls
 from gputop.sim.mig import SimMigDevice
 from gputop.sim.mig_calls import MigCalls
 from gputop.sim.query_calls import QueryCalls
@@ -65,11 +66,12 @@ ERROR_STRINGS = {
 class _Fn:
     """A 'C function': callable, and accepts pynvml setting ``restype`` on it."""
 
-    __slots__ = ("_any_time", "_impl", "_lib", "_name", "restype")
+    __slots__ = ("_any_time", "_impl", "_lib", "_name", "_no_device", "restype")
 
     def __init__(self, lib: SimLibrary, name: str, impl: Callable[..., Any]) -> None:
         self._lib, self._name, self._impl = lib, name, impl
         self._any_time = name in _ANY_TIME  # answered before init too, and never gated by a GPU
+        self._no_device = name in _NO_DEVICE  # its first argument is a handle, not a device's
         self.restype: Any = None
 
     @property
@@ -91,7 +93,7 @@ class _Fn:
             return self._impl(*args)
         if lib._initialized <= 0:
             return ERROR_UNINITIALIZED
-        if not (args and isinstance(args[0], ctypes._Pointer)):
+        if self._no_device or not (args and isinstance(args[0], ctypes._Pointer)):
             return self._impl(*args)
         handle = args[0]  # a device handle
         known = lib._handle_index.get(id(handle))
@@ -116,9 +118,11 @@ class _Fn:
 
 
 _ANY_TIME = frozenset({"nvmlInitWithFlags", "nvmlErrorString"})
+# Calls whose first argument is an event set or a GPM sample (an opaque pointer, as a device is).
+_NO_DEVICE = frozenset({"nvmlEventSetWait_v2", "nvmlEventSetFree", "nvmlGpmSampleFree"})
 
 
-class SimLibrary(QueryCalls, MigCalls):
+class SimLibrary(QueryCalls, MigCalls, CounterCalls):
     """The simulated NVML library for one Scenario."""
 
     def __init__(self, scenario: Scenario, clock: Clock | None = None) -> None:
@@ -132,6 +136,7 @@ class SimLibrary(QueryCalls, MigCalls):
         self._by_address = {ctypes.addressof(b): i for i, b in enumerate(self._handle_bufs)}
         self._handle_index: dict[int, tuple[Any, int]] = {}
         self._init_mig()  # MIG device handles, made when first asked for
+        self._init_counters()  # event sets and GPM samples
         self.blocked: dict[str, threading.Event] = {}  # tests: a call that waits until set()
         self.dev_dir = "/dev"  # where this box's device files are (actors: a private folder)
         self.cast: Cast | None = None  # the real actor processes, when started
@@ -153,6 +158,8 @@ class SimLibrary(QueryCalls, MigCalls):
         self._positions = {id(g): i for i, g in enumerate(scenario.gpus)}
         self._seeds = {id(g): scenario.seed + i * 7919 for i, g in enumerate(scenario.gpus)}
         self._kinds = {id(g): _processes_by_kind(g) for g in scenario.gpus}
+        self._sums: dict[tuple[int, str], tuple[int, float]] = {}  # counters' running sums
+        self._nvlink_memo: dict[tuple[int, str], tuple[float, int, float]] = {}
 
     # -- plumbing -------------------------------------------------------------------------
     def __getattr__(self, name: str) -> _Fn:
@@ -465,8 +472,10 @@ class SimLibrary(QueryCalls, MigCalls):
     def _nvmlDeviceGetFieldValues(self, gpu: SimGpu, count: Any, values: Any) -> int:
         for i in range(_target(count).value):
             slot = _target(values)[i]
-            try:  # a scope (a module's power, say) is what this simulator has none of
-                value = None if slot.scopeId else self._field_value(gpu, slot.fieldId)
+            try:  # a scope (a module's power, say) is what this simulator has none of, but links
+                value = self.nvlink_field(gpu, slot.fieldId, slot.scopeId)
+                if value is None:
+                    value = None if slot.scopeId else self._field_value(gpu, slot.fieldId)
             except _Unsupported:
                 value = None
             if value is None:

@@ -25,6 +25,7 @@ from gputop.sim.answers import (
     _set,
     _target,
     _Unsupported,
+    _write_address,
 )
 from gputop.sim.mig import MAX_GPU_SLICES, SimMigDevice, profiles_for
 from gputop.sim.scenario import SimGpu, SimProcess
@@ -32,13 +33,6 @@ from gputop.units import MiB
 
 if TYPE_CHECKING:
     from gputop.sim.clock import Clock
-
-
-def _write_handle(out: Any, buffer: Any) -> None:
-    """Store ``buffer``'s address in the caller's ``c_nvmlDevice_t`` (an opaque handle)."""
-    pointer = _target(out)
-    slot = ctypes.cast(ctypes.addressof(pointer), ctypes.POINTER(ctypes.c_void_p))
-    slot[0] = ctypes.addressof(buffer)
 
 
 class MigCalls:
@@ -105,7 +99,7 @@ class MigCalls:
             return ERROR_INVALID_ARGUMENT
         if i >= len(gpu.mig_devices):
             return ERROR_NOT_FOUND  # no MIG device at this index
-        _write_handle(out, self._mig_buffer(self._position(gpu), i))
+        _write_address(out, self._mig_buffer(self._position(gpu), i))
         return SUCCESS
 
     def _nvmlDeviceIsMigDeviceHandle(self, gpu: SimGpu, out: Any) -> int:
@@ -135,7 +129,7 @@ class MigCalls:
     def _mig_nvmlDeviceGetDeviceHandleFromMigDeviceHandle(
         self, gpu: SimGpu, mig: SimMigDevice, out: Any
     ) -> int:
-        _write_handle(out, self._handle_bufs[self._position(gpu)])
+        _write_address(out, self._handle_bufs[self._position(gpu)])
         return SUCCESS
 
     # -- identity -------------------------------------------------------------------------

@@ -129,6 +129,8 @@ class SimGpu:
     unsupported: frozenset[str] = frozenset()  # NVML function names answering NOT_SUPPORTED
     call_errors: dict[str, int] = field(default_factory=dict)  # NVML function -> its error code
     texts: dict[str, str | None] = field(default_factory=dict)  # DEFAULT_TEXTS; None: unsupported
+    # Critical Xid errors the driver reports as events: (scenario time in s, Xid), by time.
+    xids: tuple[tuple[float, int], ...] = ()
 
 
 # Readings every GPU has, with defaults; names map to NVML calls in library.py.
@@ -186,6 +188,12 @@ DEFAULT_READINGS: dict[str, Any] = {
     "remap_banks": 640,  # banks with full remap availability (the histogram's "max")
     "pci_sub_device_id": 0x134F10DE,
     "recovery_action": 0,  # 0: None
+    # Read by the exporter (gputop.sim.counters): counters and GPM metrics.
+    "pcie_replay_count": 0,
+    "nvlink_links": 0,  # active NVLink links (0: none, NOT_SUPPORTED)
+    "nvlink_tx_kibps": 0,  # each link's data rate, KiB/s
+    "nvlink_rx_kibps": 0,
+    "gpm_tensor_util": 0,  # % of time tensor cores were busy (GPM: compute capability >= 9.0)
 }
 
 # Readings whose default is another reading's value on the same GPU (a limit, a mode).
@@ -199,6 +207,8 @@ DERIVED_READINGS: dict[str, str] = {
     "clock_default_app_graphics_mhz": "clock_graphics_max_mhz",
     "clock_default_app_memory_mhz": "clock_memory_max_mhz",
     "ecc_mode_pending": "ecc_mode",
+    "gpm_graphics_util": "util_gpu",  # GPM's graphics engine activity, %
+    "gpm_dram_bw_util": "util_memory",  # GPM's DRAM bandwidth use, %
 }
 
 # Text facts every GPU has ("unsupported": the call answers NOT_SUPPORTED).
@@ -244,6 +254,7 @@ GPU_KEYS = {
     "unsupported",
     "call_errors",
     "count",
+    "xids",
     *DEFAULT_READINGS,
     *DERIVED_READINGS,
     *DEFAULT_TEXTS,
@@ -385,7 +396,18 @@ def _gpu_from_dict(spec: dict[str, Any], index: int, seed: int) -> SimGpu:
             k: None if (v := spec.get(k, d)) == "unsupported" else str(v)
             for k, d in DEFAULT_TEXTS.items()
         },
+        xids=_xids(spec.get("xids", []), where),
     )
+
+
+def _xids(raw: list[dict[str, Any]], where: str) -> tuple[tuple[float, int], ...]:
+    """``xids = [{at_s = 40, xid = 13}]``: critical Xid errors, in the order they happen."""
+    out = []
+    for spec in raw:
+        if not isinstance(spec, dict) or set(spec) != {"at_s", "xid"}:
+            raise UsageError(f"scenario: {where}: xids: each needs at_s and xid, nothing else")
+        out.append((float(spec["at_s"]), int(spec["xid"])))
+    return tuple(sorted(out))
 
 
 def _call_errors(raw: dict[str, str], where: str) -> dict[str, int]:

@@ -49,7 +49,7 @@ def test_dcgm_labels_match_dcgm_exporter() -> None:
             "pci_bus_id": gpu.pci_bus_id,
             "device": f"nvidia{gpu.index}",
             "modelName": gpu.name,
-            "hostname": snap.system.hostname,
+            "Hostname": snap.system.hostname,
             "DCGM_FI_DRIVER_VERSION": snap.system.driver_version,
         }
         assert value == gpu.utilization_gpu_percent
@@ -73,7 +73,9 @@ def test_units_are_dcgm_units() -> None:
 
 
 def test_every_dcgm_family_is_a_gauge_with_its_help() -> None:
-    full = make_gpu(0, encoder_percent=1, decoder_percent=2, memory_reserved_bytes=MiB)
+    full = make_gpu(
+        0, encoder_percent=1, decoder_percent=2, memory_reserved_bytes=MiB, temperature_memory_c=45
+    )
     text = render(make_snapshot(gpus=(full,)))
     families = {f.name: f for f in text_string_to_metric_families(text)}
     for field in DCGM_FIELDS:

@@ -18,7 +18,7 @@ from tests.export.conftest import samples
 
 Box = Callable[..., FixedTimeSource]
 GPU_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName")
-MIG_NAMES = (*GPU_LABELS, "GPU_I_PROFILE", "GPU_I_ID", "hostname", "DCGM_FI_DRIVER_VERSION")
+MIG_NAMES = (*GPU_LABELS, "GPU_I_PROFILE", "GPU_I_ID", "Hostname", "DCGM_FI_DRIVER_VERSION")
 
 
 def family(families: list[Family], name: str) -> Family:
@@ -67,7 +67,7 @@ def test_mig_series_put_the_two_labels_after_model_name(box: Box) -> None:
     fam = family(dcgm_families(snapshot_of(box)), "DCGM_FI_DEV_FB_USED")
     names = {s.label_names for s in fam.samples}
     assert names == {None, MIG_NAMES}
-    assert fam.label_names == (*GPU_LABELS, "hostname", "DCGM_FI_DRIVER_VERSION")
+    assert fam.label_names == (*GPU_LABELS, "Hostname", "DCGM_FI_DRIVER_VERSION")
 
 
 def test_no_utilisation_series_for_a_gpu_in_mig_mode(box: Box) -> None:

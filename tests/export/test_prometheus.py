@@ -74,7 +74,7 @@ def test_prometheus_scrapes_every_simulated_gpu(tmp_path: Path) -> None:
                 series = _query(base, "DCGM_FI_DEV_GPU_UTIL")
                 seen = {str(s["metric"]["UUID"]) for s in series}
             labels = series[0]["metric"]
-            assert {"gpu", "UUID", "pci_bus_id", "device", "modelName", "hostname"} <= set(labels)
+            assert {"gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname"} <= set(labels)
             assert _query(base, 'gputop_sample_age_seconds{job="gputop"} < 30')
         finally:
             stop_process(prometheus)

@@ -1,0 +1,90 @@
+"""`gputop fleet`: every host and GPU a Prometheus server knows (gputop exporters and
+dcgm-exporter alike), as a table (``--once``) or JSON (``--json``).
+
+Reads Prometheus only (no driver): exit 0 with the fleet printed; 2 for bad input (a bad URL, a
+token file that cannot be read); 1 when Prometheus cannot be asked (refused, timed out, TLS,
+HTTP 401/403, not Prometheus), with one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from gputop.argtypes import INTERVAL_BOUNDS_HELP, interval_seconds, timeout_seconds
+from gputop.errors import UsageError
+from gputop.fleet.client import DEFAULT_TIMEOUT_S, ENV_URL, client_from
+
+DEFAULT_INTERVAL_S = 5.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of `gputop fleet`."""
+    parser.add_argument(
+        "--prometheus",
+        metavar="URL",
+        default=None,
+        help=f"the Prometheus server, e.g. http://prometheus:9090 (default: ${ENV_URL}). "
+        "Credentials: $GPUTOP_PROMETHEUS_TOKEN or --token-file (bearer), or "
+        "$GPUTOP_PROMETHEUS_USER and $GPUTOP_PROMETHEUS_PASSWORD (basic auth)",
+    )
+    parser.add_argument(
+        "--token-file",
+        metavar="FILE",
+        default=None,
+        help="read a bearer token from FILE (never give a token on the command line)",
+    )
+    parser.add_argument(
+        "--timeout",
+        dest="fleet_timeout",
+        type=timeout_seconds,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SEC",
+        help=f"how long all the queries may take together (default {DEFAULT_TIMEOUT_S:g})",
+    )
+    parser.add_argument(
+        "-1", "--once", action="store_true", help="print one line per host, the stuck report"
+    )
+    parser.add_argument("--json", action="store_true", help="print the fleet as JSON")
+    parser.add_argument(
+        "--interval",
+        dest="fleet_interval",
+        type=interval_seconds,
+        default=DEFAULT_INTERVAL_S,
+        metavar="SEC",
+        help=f"the overview: seconds between reads, {INTERVAL_BOUNDS_HELP} "
+        f"(default {DEFAULT_INTERVAL_S:g})",
+    )
+    parser.add_argument("--theme", default=None, help="the overview: a Textual theme name")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the fleet once (--once, --json; 0 when Prometheus answered), else the overview."""
+    from gputop.fleet.model import read_fleet
+
+    if getattr(args, "demo", None) or getattr(args, "scenario", None):
+        raise UsageError(
+            "fleet reads Prometheus, not a driver: run `gputop export --demo` and let "
+            "Prometheus scrape it instead of --demo here"
+        )
+    client = client_from(args.prometheus, token_file=args.token_file, timeout_s=args.fleet_timeout)
+    if not (args.once or args.json):
+        from gputop.ui.fleet import run_fleet_dashboard  # Textual only for the overview
+
+        if getattr(args, "no_color", False):
+            os.environ["NO_COLOR"] = "1"
+        return run_fleet_dashboard(client, interval_s=args.fleet_interval, theme=args.theme)
+    fleet = read_fleet(client)
+    from gputop.fleet import text
+
+    if args.json:
+        sys.stdout.write(text.render_json(fleet) + "\n")
+        return 0
+    from gputop.glyphs import for_stream
+
+    degree = for_stream(sys.stdout).degree
+    sys.stdout.write(text.render_table(fleet, degree))
+    if fleet.hosts:
+        sys.stdout.write("\n" + text.render_stuck_report(fleet))
+    return 0

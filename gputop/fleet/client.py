@@ -1,0 +1,275 @@
+"""A small Prometheus HTTP API client: instant queries (``/api/v1/query``), urllib only.
+
+Every failure is one :class:`PrometheusError` line that says what to do: a bad URL, a refused
+connection, an unknown host, a timeout, a TLS failure, HTTP 401/403, a redirect, an answer that is
+not Prometheus's JSON. Credentials come from the environment or a file, never from the command
+line (where ``ps`` shows them to every user): ``GPUTOP_PROMETHEUS_TOKEN`` or a token file for a
+bearer token, ``GPUTOP_PROMETHEUS_USER`` and ``GPUTOP_PROMETHEUS_PASSWORD`` for basic auth.
+Redirects are not followed, so a credential is never sent to another address.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import math
+import os
+import socket
+import ssl
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from gputop.errors import GputopError, UsageError
+from gputop.version import __version__
+
+ENV_URL = "GPUTOP_PROMETHEUS"
+ENV_TOKEN = "GPUTOP_PROMETHEUS_TOKEN"
+ENV_USER = "GPUTOP_PROMETHEUS_USER"
+ENV_PASSWORD = "GPUTOP_PROMETHEUS_PASSWORD"
+DEFAULT_TIMEOUT_S = 5.0
+MAX_REPLY_BYTES = 64 * 1024 * 1024
+
+
+class PrometheusError(GputopError):
+    """Prometheus could not be asked, or did not answer as Prometheus: exit 1 (an I/O error)."""
+
+    exit_code = 1
+
+
+def parse_base_url(text: str) -> str:
+    """The server's base URL (``http(s)://HOST[:PORT][/PREFIX]``, no trailing slash).
+
+    Refuses anything else with one line, and credentials in the URL (put them in the
+    environment: the command line is visible to every user of the host).
+    """
+    shown = text.strip()
+    try:
+        parts = urllib.parse.urlsplit(shown)
+        port = parts.port
+    except ValueError as exc:
+        raise UsageError(f"--prometheus: bad URL {shown!r}: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(
+            f"--prometheus: expected http://HOST:PORT or https://HOST[:PORT][/PATH], got {shown!r}"
+        )
+    if parts.username is not None or parts.password is not None:
+        raise UsageError(
+            f"--prometheus: no credentials in the URL; set {ENV_USER} and {ENV_PASSWORD}, "
+            f"or {ENV_TOKEN} (or --token-file)"
+        )
+    if parts.query or parts.fragment:
+        raise UsageError(f"--prometheus: the URL takes no ?query or #fragment: {shown!r}")
+    host = parts.hostname
+    netloc = f"[{host}]" if ":" in host else host
+    if port is not None:
+        netloc += f":{port}"
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+
+
+def authorization(env: Mapping[str, str], token_file: str | None = None) -> str | None:
+    """The Authorization header value the environment (or ``token_file``) asks for, or None."""
+    token = env.get(ENV_TOKEN) or None
+    if token_file is not None:
+        try:
+            with open(token_file, encoding="utf-8") as handle:
+                token = handle.read().strip()
+        except OSError as exc:
+            raise UsageError(f"--token-file: {token_file}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise UsageError(f"--token-file: {token_file}: not a text file") from None
+        if not token:
+            raise UsageError(f"--token-file: {token_file} is empty")
+    user = env.get(ENV_USER)
+    password = env.get(ENV_PASSWORD)
+    if token and (user or password):
+        raise UsageError(
+            f"a bearer token ({ENV_TOKEN} or --token-file) and basic auth ({ENV_USER}) are both "
+            "set: keep one"
+        )
+    if token:
+        if any(c in token for c in "\r\n"):
+            raise UsageError("the bearer token holds a line break")
+        return f"Bearer {token}"
+    if user or password:
+        if not user or password is None:
+            raise UsageError(f"basic auth needs both {ENV_USER} and {ENV_PASSWORD}")
+        pair = f"{user}:{password}".encode()
+        return "Basic " + base64.b64encode(pair).decode("ascii")
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """One series of an instant vector: its labels (``__name__`` included when kept)."""
+
+    labels: Mapping[str, str]
+    value: float
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """An instant query's answer: the evaluation time (Unix seconds) and the series."""
+
+    at: float
+    series: tuple[Series, ...]
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A redirect is an HTTPError: a credential is never sent on to another address."""
+
+    def redirect_request(self, *_args: object, **_kwargs: object) -> None:
+        return None
+
+
+def _describe_reason(reason: object) -> str:
+    if isinstance(reason, ssl.SSLCertVerificationError):
+        return f"TLS certificate not trusted ({reason.verify_message or reason.reason})"
+    if isinstance(reason, ssl.SSLError):
+        return f"TLS failure ({reason.reason or reason})"
+    if isinstance(reason, ConnectionRefusedError):
+        return "connection refused (is Prometheus running there?)"
+    if isinstance(reason, socket.gaierror):
+        return "cannot resolve the host name"
+    if isinstance(reason, TimeoutError):
+        return "timed out"
+    if isinstance(reason, OSError):
+        return reason.strerror or str(reason)
+    return str(reason)
+
+
+class PrometheusClient:
+    """Instant queries against one Prometheus server (thread-safe: it keeps no connection)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        authorization: str | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+    ) -> None:
+        self.base_url = base_url
+        self.timeout_s = timeout_s
+        self._authorization = authorization
+        handlers: list[urllib.request.BaseHandler] = [_NoRedirects()]
+        if base_url.startswith("https:"):
+            handlers.append(urllib.request.HTTPSHandler(context=ssl.create_default_context()))
+        self._opener = urllib.request.build_opener(*handlers)
+
+    def query(self, promql: str, *, timeout_s: float | None = None) -> Answer:
+        """The instant vector ``promql`` evaluates to now (PrometheusError on any failure)."""
+        url = f"{self.base_url}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+        headers = {"Accept": "application/json", "User-Agent": f"gputop/{__version__}"}
+        if self._authorization is not None:
+            headers["Authorization"] = self._authorization
+        request = urllib.request.Request(url, headers=headers)
+        limit = self.timeout_s if timeout_s is None else timeout_s
+        started = time.monotonic()
+        try:
+            with self._opener.open(request, timeout=limit) as response:
+                body: bytes = response.read(MAX_REPLY_BYTES + 1)
+        except urllib.error.HTTPError as exc:
+            raise self._http_error(exc) from None
+        except urllib.error.URLError as exc:
+            if isinstance(exc.reason, TimeoutError):
+                raise self._timed_out(limit) from None
+            raise PrometheusError(
+                f"cannot reach Prometheus at {self.base_url}: {_describe_reason(exc.reason)}"
+            ) from None
+        except TimeoutError:
+            raise self._timed_out(limit) from None
+        except (http.client.HTTPException, ssl.SSLError, OSError) as exc:
+            raise PrometheusError(
+                f"Prometheus at {self.base_url} broke off its answer: "
+                f"{_describe_reason(exc) if isinstance(exc, OSError) else type(exc).__name__}"
+            ) from None
+        if len(body) > MAX_REPLY_BYTES:
+            raise PrometheusError(f"Prometheus at {self.base_url}: answer too large")
+        if time.monotonic() - started > limit:
+            raise self._timed_out(limit)
+        return self._answer(body, promql)
+
+    def _timed_out(self, _limit: float) -> PrometheusError:
+        # the whole read's limit (one query may have been given only what was left of it)
+        return PrometheusError(
+            f"Prometheus at {self.base_url} did not answer within {self.timeout_s:g} s"
+        )
+
+    def _http_error(self, exc: urllib.error.HTTPError) -> PrometheusError:
+        code = exc.code
+        where = f"Prometheus at {self.base_url}"
+        if code in (401, 403):
+            hint = (
+                "check the credentials"
+                if self._authorization is not None
+                else f"set {ENV_TOKEN} (or --token-file), or {ENV_USER} and {ENV_PASSWORD}"
+            )
+            word = "Unauthorized" if code == 401 else "Forbidden"
+            return PrometheusError(f"{where} refused access (HTTP {code} {word}): {hint}")
+        if 300 <= code < 400:
+            target = exc.headers.get("Location", "?") if exc.headers else "?"
+            return PrometheusError(
+                f"{where} redirects to {target} (HTTP {code}): give that URL to --prometheus"
+            )
+        detail = ""
+        try:
+            reply = json.loads(exc.read(65536))
+            if isinstance(reply, dict) and reply.get("error"):
+                detail = f": {reply['error']}"
+        except (OSError, ValueError, http.client.HTTPException):
+            pass
+        if code == 404 and not detail:
+            detail = ": no Prometheus API there (is the URL the server's base address?)"
+        return PrometheusError(f"{where} answered HTTP {code}{detail}")
+
+    def _answer(self, body: bytes, promql: str) -> Answer:
+        not_prometheus = PrometheusError(
+            f"{self.base_url} did not answer like Prometheus (no query API JSON): "
+            "is it the Prometheus server's address?"
+        )
+        try:
+            reply = json.loads(body)
+        except ValueError:
+            raise not_prometheus from None
+        if not isinstance(reply, dict) or "status" not in reply:
+            raise not_prometheus
+        if reply["status"] != "success":
+            raise PrometheusError(f"Prometheus query {promql!r} failed: {reply.get('error', '?')}")
+        data = reply.get("data")
+        if not isinstance(data, dict) or data.get("resultType") != "vector":
+            raise not_prometheus
+        series = []
+        at = time.time()
+        for item in data.get("result") or ():
+            try:
+                labels = {str(k): str(v) for k, v in item["metric"].items()}
+                stamp, text = item["value"]
+                at = float(stamp)
+                value = float(text)
+            except (KeyError, TypeError, ValueError, AttributeError):
+                raise not_prometheus from None
+            if not math.isfinite(value):
+                continue
+            series.append(Series(labels=labels, value=value))
+        return Answer(at=at, series=tuple(series))
+
+
+def client_from(
+    url: str | None,
+    *,
+    env: Mapping[str, str] | None = None,
+    token_file: str | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> PrometheusClient:
+    """The client for ``url`` (else ``GPUTOP_PROMETHEUS``) with the environment's credentials."""
+    env = os.environ if env is None else env
+    text = url or env.get(ENV_URL)
+    if not text:
+        raise UsageError(f"fleet needs the Prometheus server: --prometheus URL or {ENV_URL}=URL")
+    return PrometheusClient(
+        parse_base_url(text), authorization=authorization(env, token_file), timeout_s=timeout_s
+    )

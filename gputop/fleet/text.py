@@ -1,0 +1,159 @@
+"""The fleet as text (a table, one line per host, and the stuck-process report) and as JSON."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from gputop.fleet.model import Fleet, FleetHost
+
+GIB = 1024**3
+SCHEMA = 1
+COLUMNS = ("HOST", "GPUS", "UTIL", "MEMORY", "POWER", "TEMP", "STUCK", "UNATTR", "AGE")
+RIGHT = frozenset({"GPUS", "UTIL", "MEMORY", "POWER", "TEMP", "STUCK", "UNATTR", "AGE"})
+
+
+def gib(value_bytes: int | None) -> str:
+    return "-" if value_bytes is None else f"{value_bytes / GIB:.1f}"
+
+
+def age_text(host: FleetHost) -> str:
+    if host.down:
+        return "DOWN"
+    if host.age_s is None:
+        return "-"
+    return f"{host.age_s:.0f} s" if host.age_s >= 10 else f"{host.age_s:.1f} s"
+
+
+def host_cells(host: FleetHost, degree: str = "°") -> dict[str, str]:
+    """The table's cells for one host ("-": not known)."""
+    used, total = host.memory_used_bytes, host.memory_total_bytes
+    util, power, temp = host.util_percent, host.power_w, host.temperature_max_c
+    unattributed = host.unattributed_bytes
+    return {
+        "HOST": host.name,
+        "GPUS": str(len(host.gpus)) if host.gpus or not host.down else "-",
+        "UTIL": "-" if util is None else f"{util:.0f} %",
+        "MEMORY": "-" if used is None else f"{gib(used)} / {gib(total)} GiB",
+        "POWER": "-" if power is None else f"{power:.0f} W",
+        "TEMP": "-" if temp is None else f"{temp:.0f}{degree}C",
+        "STUCK": "-" if host.stuck_total is None else str(host.stuck_total),
+        "UNATTR": "-"
+        if unattributed is None
+        else ("0" if unattributed == 0 else f"{gib(unattributed)} GiB"),
+        "AGE": age_text(host),
+    }
+
+
+def render_table(fleet: Fleet, degree: str = "°") -> str:
+    """One header line, one line per host, a summary line."""
+    rows = [dict(zip(COLUMNS, COLUMNS, strict=True))]
+    rows += [host_cells(h, degree) for h in fleet.hosts]
+    widths = {c: max(len(r[c]) for r in rows) for c in COLUMNS}
+    lines = []
+    for row in rows:
+        cells = [
+            row[c].rjust(widths[c]) if c in RIGHT else row[c].ljust(widths[c]) for c in COLUMNS
+        ]
+        lines.append("  ".join(cells).rstrip())
+    down = sum(h.down for h in fleet.hosts)
+    summary = (
+        f"{len(fleet.hosts)} host{'s' if len(fleet.hosts) != 1 else ''}"
+        + (f" ({down} down)" if down else "")
+        + f", {fleet.gpu_count} GPU{'s' if fleet.gpu_count != 1 else ''}"
+        + f" · {fleet.prometheus} at {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(fleet.at))}"
+    )
+    if not fleet.hosts:
+        summary = (
+            f"no GPU hosts: {fleet.prometheus} has no DCGM_FI_DEV_* or gputop_* series "
+            "(is it scraping gputop export or dcgm-exporter?)"
+        )
+        return summary + "\n"
+    return "\n".join([*lines, summary]) + "\n"
+
+
+def stuck_words(host: FleetHost) -> list[str]:
+    """``2 holders``, ``1 orphan``, ``23.0 GiB unattributed on GPU 3`` ... for one host."""
+    words = []
+    for state, count in (host.stuck or {}).items():
+        if count:
+            plural = "s" if count != 1 and state != "stopped" else ""
+            words.append(f"{count} {state}{plural}")
+    words += [f"{gib(u.bytes)} GiB unattributed on GPU {u.gpu}" for u in host.unattributed or ()]
+    return words
+
+
+def render_stuck_report(fleet: Fleet) -> str:
+    """Which hosts have stuck processes or unattributed memory, and which cannot say."""
+    lines = ["Stuck processes across the fleet:"]
+    found = False
+    for host in fleet.hosts:
+        words = stuck_words(host)
+        if words:
+            found = True
+            lines.append(f"  {host.name}: {', '.join(words)}  (gputop doctor on the host)")
+    if not found:
+        lines.append("  none reported")
+    blind = [h.name for h in fleet.hosts if not h.down and h.stuck is None]
+    down = [h.name for h in fleet.hosts if h.down]
+    if blind:
+        lines.append(f"  not known (dcgm-exporter only, no gputop export): {', '.join(blind)}")
+    if down:
+        lines.append(f"  not known (target down): {', '.join(down)}")
+    return "\n".join(lines) + "\n"
+
+
+def fleet_json(fleet: Fleet) -> dict[str, Any]:
+    """The fleet as JSON-ready data (bytes, watts, °C, seconds; null: not known)."""
+    return {
+        "schema": SCHEMA,
+        "prometheus": fleet.prometheus,
+        "at": fleet.at,
+        "host_count": len(fleet.hosts),
+        "gpu_count": fleet.gpu_count,
+        "hosts": [_host_json(h) for h in fleet.hosts],
+        "stuck": [
+            {"host": h.name, "summary": stuck_words(h)} for h in fleet.hosts if stuck_words(h)
+        ],
+    }
+
+
+def _host_json(host: FleetHost) -> dict[str, Any]:
+    return {
+        "name": host.name,
+        "down": host.down,
+        "exporter": "gputop" if host.gputop else ("dcgm-exporter" if host.gpus else None),
+        "targets": [{"job": t.job, "instance": t.instance, "up": t.up} for t in host.targets],
+        "gpu_count": len(host.gpus),
+        "util_percent_mean": host.util_percent,
+        "memory_used_bytes": host.memory_used_bytes,
+        "memory_total_bytes": host.memory_total_bytes,
+        "power_w": host.power_w,
+        "temperature_max_c": host.temperature_max_c,
+        "stuck_processes": None if host.stuck is None else dict(host.stuck),
+        "stuck_total": host.stuck_total,
+        "unattributed_memory_bytes": host.unattributed_bytes,
+        "unattributed": None
+        if host.unattributed is None
+        else [{"gpu": u.gpu, "uuid": u.uuid, "bytes": u.bytes} for u in host.unattributed],
+        "age_s": host.age_s,
+        "gpus": [
+            {
+                "gpu": g.gpu,
+                "uuid": g.uuid,
+                "model": g.model,
+                "util_percent": g.util_percent,
+                "memory_used_bytes": g.memory_used_bytes,
+                "memory_free_bytes": g.memory_free_bytes,
+                "memory_total_bytes": g.memory_total_bytes,
+                "power_w": g.power_w,
+                "temperature_c": g.temperature_c,
+            }
+            for g in host.gpus
+        ],
+    }
+
+
+def render_json(fleet: Fleet) -> str:
+    return json.dumps(fleet_json(fleet), indent=2, sort_keys=False, allow_nan=False)

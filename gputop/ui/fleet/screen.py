@@ -1,0 +1,220 @@
+"""The fleet overview's screen: a header line (with STALE), the host table (sortable,
+filterable), and the stuck-process report under it."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input, Static
+
+from gputop.fleet.model import Fleet, FleetHost
+from gputop.fleet.text import COLUMNS, RIGHT, host_cells, render_stuck_report
+from gputop.ui.fleet.poller import FleetPoller, stale_s
+
+
+def _number(value: float | int | None) -> float | None:
+    return None if value is None else float(value)
+
+
+# column -> what it sorts by (None: not known, always last)
+SORT_KEYS: dict[str, Callable[[FleetHost], str | float | None]] = {
+    "HOST": lambda h: h.name.lower(),
+    "GPUS": lambda h: float(len(h.gpus)),
+    "UTIL": lambda h: _number(h.util_percent),
+    "MEMORY": lambda h: _number(h.memory_used_bytes),
+    "POWER": lambda h: _number(h.power_w),
+    "TEMP": lambda h: _number(h.temperature_max_c),
+    "STUCK": lambda h: _number(h.stuck_total),
+    "UNATTR": lambda h: _number(h.unattributed_bytes),
+    "AGE": lambda h: math.inf if h.down else _number(h.age_s),
+}
+
+
+def sort_hosts(hosts: tuple[FleetHost, ...], column: str, reverse: bool) -> list[FleetHost]:
+    """``hosts`` by ``column``; hosts without a value last, either way; then by name."""
+    key = SORT_KEYS[column]
+    known = [h for h in hosts if key(h) is not None]
+    unknown = [h for h in hosts if key(h) is None]
+    known.sort(key=lambda h: h.name)
+    known.sort(key=lambda h: key(h), reverse=reverse)  # type: ignore[arg-type,return-value]
+    return known + sorted(unknown, key=lambda h: h.name)
+
+
+def matches(host: FleetHost, text: str) -> bool:
+    """The filter: the host's name, a target's address or job, a GPU model, or a state word
+    (``down``, ``stuck``)."""
+    needle = text.strip().lower()
+    if not needle:
+        return True
+    if needle == "down":
+        return host.down
+    if needle == "stuck":
+        return bool(host.stuck_total) or bool(host.unattributed_bytes)
+    haystack = [host.name, *(t.instance for t in host.targets), *(t.job for t in host.targets)]
+    haystack += [g.model for g in host.gpus]
+    return any(needle in item.lower() for item in haystack)
+
+
+def header_text(
+    source: str, fleet: Fleet | None, stale: float | None, error: str | None, shown: int
+) -> Text:
+    text = Text("gputop fleet", style="bold")
+    text.append(f"  {source}")
+    if fleet is None:
+        text.append("  waiting for Prometheus…" if error is None else "  no data")
+    else:
+        down = sum(h.down for h in fleet.hosts)
+        hosts = f"{shown}/{len(fleet.hosts)}" if shown != len(fleet.hosts) else len(fleet.hosts)
+        text.append(f"  {hosts} hosts")
+        if down:
+            text.append(f" ({down} down)", style="bold red")
+        text.append(f"  {fleet.gpu_count} GPUs")
+        text.append(f"  {time.strftime('%H:%M:%S', time.localtime(fleet.at))}")
+    if stale is not None:
+        text.append("  ")
+        text.append(f" STALE {stale:.0f} s ", style="bold reverse red")
+    return text
+
+
+class FleetScreen(Screen[None]):
+    """Every host, one row each; read-only."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "app.quit", "Quit"),
+        Binding("s,greater_than_sign", "sort(1)", "Sort"),
+        Binding("less_than_sign", "sort(-1)", "Sort back", show=False),
+        Binding("r", "reverse", "Reverse"),
+        Binding("slash", "filter", "Filter"),
+        Binding("escape", "clear_filter", "Clear filter", show=False),
+        Binding("f5,ctrl+r", "refresh", "Refresh"),
+    ]
+
+    def __init__(self, poller: FleetPoller, *, source: str) -> None:
+        super().__init__()
+        self.poller = poller
+        self.source = source
+        self.sort_column = "HOST"
+        self.sort_reverse = False
+        self.filter_text = ""
+        self.shown: list[str] = []  # host names in table order
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="fleet-header")
+        yield Static(id="fleet-error")
+        table: DataTable[Text | str] = DataTable(
+            id="fleet-hosts", cursor_type="row", zebra_stripes=True
+        )
+        yield table
+        yield Input(
+            placeholder="filter: host, address, job, GPU model, down, stuck", id="fleet-filter"
+        )
+        yield Static(id="fleet-stuck")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#fleet-hosts", DataTable)
+        for column in COLUMNS:
+            table.add_column(column, key=column)
+        self.show_state()
+        self.set_interval(1.0, self.show_header)
+        self.poller.start()  # after the columns: its first news finds the table ready
+
+    # -- showing --------------------------------------------------------------------------
+    def show_state(self) -> None:
+        """The poller's newest state: the table, the report, the header."""
+        state = self.poller.state
+        fleet = state.fleet
+        table: DataTable[Text | str] = self.query_one("#fleet-hosts", DataTable)
+        hosts = (
+            [] if fleet is None else sort_hosts(fleet.hosts, self.sort_column, self.sort_reverse)
+        )
+        hosts = [h for h in hosts if matches(h, self.filter_text)]
+        current = self.shown[table.cursor_row] if 0 <= table.cursor_row < len(self.shown) else None
+        table.clear()
+        for host in hosts:
+            table.add_row(*self._cells(host), key=host.name)
+        self.shown = [h.name for h in hosts]
+        if current in self.shown:
+            table.move_cursor(row=self.shown.index(current))
+        for column in COLUMNS:
+            arrow = (" ▼" if self.sort_reverse else " ▲") if column == self.sort_column else ""
+            table.columns[column].label = Text(column + arrow)  # type: ignore[index]
+        report = self.query_one("#fleet-stuck", Static)
+        report.update(
+            "" if fleet is None or not fleet.hosts else render_stuck_report(fleet).rstrip()
+        )
+        error = self.query_one("#fleet-error", Static)
+        error.update(state.error or "")
+        error.set_class(state.error is not None, "shown")
+        self.show_header()
+
+    def show_header(self) -> None:
+        state = self.poller.state
+        stale = stale_s(state, time.monotonic(), self.poller.interval_s)
+        self.query_one("#fleet-header", Static).update(
+            header_text(self.source, state.fleet, stale, state.error, len(self.shown))
+        )
+
+    @staticmethod
+    def _cells(host: FleetHost) -> list[Text | str]:
+        cells = host_cells(host)
+        row: list[Text | str] = []
+        for column in COLUMNS:
+            value = cells[column]
+            style = ""
+            if column == "AGE" and host.down:
+                style = "bold red"
+            elif column in ("STUCK", "UNATTR") and value not in ("-", "0"):
+                style = "bold yellow"
+            row.append(Text(value, style=style, justify="right" if column in RIGHT else "left"))
+        return row
+
+    # -- keys -------------------------------------------------------------------------------
+    def action_sort(self, step: int) -> None:
+        index = COLUMNS.index(self.sort_column)
+        self.sort_column = COLUMNS[(index + step) % len(COLUMNS)]
+        self.show_state()
+
+    def action_reverse(self) -> None:
+        self.sort_reverse = not self.sort_reverse
+        self.show_state()
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        column = str(event.column_key.value)
+        if column == self.sort_column:
+            self.sort_reverse = not self.sort_reverse
+        else:
+            self.sort_column, self.sort_reverse = column, False
+        self.show_state()
+
+    def action_filter(self) -> None:
+        box = self.query_one("#fleet-filter", Input)
+        box.add_class("shown")
+        box.focus()
+
+    def action_clear_filter(self) -> None:
+        box = self.query_one("#fleet-filter", Input)
+        box.value = ""
+        box.remove_class("shown")
+        self.filter_text = ""
+        self.query_one("#fleet-hosts", DataTable).focus()
+        self.show_state()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.filter_text = event.value
+        self.show_state()
+
+    def on_input_submitted(self, _event: Input.Submitted) -> None:
+        if not self.filter_text:
+            self.query_one("#fleet-filter", Input).remove_class("shown")
+        self.query_one("#fleet-hosts", DataTable).focus()
+
+    def action_refresh(self) -> None:
+        self.poller.refresh()

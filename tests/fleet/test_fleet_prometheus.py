@@ -1,0 +1,200 @@
+"""`gputop fleet` against a real Prometheus scraping two gputop exporters (the demo and dgx
+boxes under their own hostnames), a recorded dcgm-exporter (``Hostname`` label) and a target that
+never answers. The exporters' own /metrics are the truth the fleet is checked against."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+from gputop.fleet.model import MIB, host_label
+from tests.export.conftest import REPO, http_get, samples
+from tests.fleet.conftest import Lab
+
+
+def fleet_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gputop", "fleet", *args],
+        cwd=REPO,
+        env=env or {k: v for k, v in os.environ.items() if not k.startswith("GPUTOP_PROM")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def scraped(lab: Lab, host: str, name: str) -> list[tuple[dict[str, str], float]]:
+    return samples(http_get(f"http://{lab.targets[host]}/metrics"), name)
+
+
+def rows_of(table: str) -> dict[str, list[str]]:
+    """HOST -> the other cells of its line (split on runs of two spaces)."""
+    lines = table.splitlines()
+    assert lines[0].split() == [
+        "HOST", "GPUS", "UTIL", "MEMORY", "POWER", "TEMP", "STUCK", "UNATTR", "AGE"
+    ]  # fmt: skip
+    block = lines[: lines.index("")] if "" in lines else lines
+    rows = {}
+    for line in block[1:-1]:  # the last line sums up
+        cells = [c.strip() for c in line.split("  ") if c.strip()]
+        rows[cells[0]] = cells[1:]
+    return rows
+
+
+def test_once_has_one_line_per_host_and_the_stuck_report(lab: Lab) -> None:
+    done = fleet_cli("--once", "--prometheus", lab.url)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    rows = rows_of(done.stdout)
+    dead = lab.targets["dead"]
+    assert set(rows) == {"box-a", "box-b", "dcgm-node-7", "dcgm-node-8", dead}
+    # the recorded dcgm-exporter: exact numbers (2 GPUs, util 87/12, 38012+2048 of 2x40536 MiB),
+    # under its released label (Hostname) and its newer one (hostname)
+    for node in ("dcgm-node-7", "dcgm-node-8"):
+        assert rows[node][:7] == ["2", "50 %", "39.1 / 79.2 GiB", "401 W", "71°C", "-", "-"]
+    assert rows[dead] == ["-", "-", "-", "-", "-", "-", "-", "DOWN"]
+    a, b = rows["box-a"], rows["box-b"]
+    assert (a[0], b[0]) == ("4", "8")
+    stuck_a = sum(v for _, v in scraped(lab, "box-a", "gputop_stuck_processes"))
+    assert stuck_a > 0 and a[5] == str(int(stuck_a))
+    assert b[5] == str(int(sum(v for _, v in scraped(lab, "box-b", "gputop_stuck_processes"))))
+    for cells in (a, b, rows["dcgm-node-7"]):
+        assert cells[-1].endswith(" s") and float(cells[-1][:-2]) < 10
+    assert "5 hosts (1 down), 16 GPUs" in done.stdout
+    report = done.stdout.split("Stuck processes across the fleet:\n")[1].splitlines()
+    box_a = next(line for line in report if line.strip().startswith("box-a:"))
+    for labels, value in scraped(lab, "box-a", "gputop_stuck_processes"):
+        if value:
+            assert f"{int(value)} {labels['state']}" in box_a
+    for labels, value in scraped(lab, "box-a", "gputop_unattributed_memory_bytes"):
+        assert f"{value / 1024**3:.1f} GiB unattributed on GPU {labels['gpu']}" in box_a
+    assert not any(line.strip().startswith(("box-b:", "dcgm-node-")) for line in report)
+    assert "not known (dcgm-exporter only, no gputop export): dcgm-node-7, dcgm-node-8" in (
+        done.stdout
+    )
+    assert f"not known (target down): {dead}" in done.stdout
+
+
+def test_json_matches_what_each_exporter_serves(lab: Lab) -> None:
+    done = fleet_cli("--json", "--prometheus", lab.url)
+    assert done.returncode == 0, done.stderr
+    fleet = json.loads(done.stdout)
+    hosts: dict[str, dict[str, Any]] = {h["name"]: h for h in fleet["hosts"]}
+    assert fleet["schema"] == 1 and fleet["prometheus"] == lab.url
+    assert fleet["host_count"] == 5 and fleet["gpu_count"] == 16
+    for name in ("box-a", "box-b"):
+        host = hosts[name]
+        assert host["exporter"] == "gputop" and not host["down"]
+        assert host["targets"] == [{"job": "gputop", "instance": lab.targets[name], "up": True}]
+        fb = scraped(lab, name, "DCGM_FI_DEV_FB_FREE") + scraped(lab, name, "DCGM_FI_DEV_FB_USED")
+        assert {g["uuid"] for g in host["gpus"]} == {labels["UUID"] for labels, _ in fb}
+        assert all(host_label(labels) == name for labels, _ in fb)
+        totals: dict[str, int] = {}
+        for labels, value in fb:
+            totals[labels["UUID"]] = totals.get(labels["UUID"], 0) + int(value) * MIB
+        # used + free, each a whole MiB (floored): within 2 MiB of the exporter's own sum
+        ours = {g["uuid"]: g["memory_total_bytes"] for g in host["gpus"]}
+        assert all(abs(ours[uuid] - total) <= 2 * MIB for uuid, total in totals.items())
+        assert host["memory_total_bytes"] == sum(ours.values())
+        stuck = {
+            labels["state"]: int(v) for labels, v in scraped(lab, name, "gputop_stuck_processes")
+        }
+        assert host["stuck_processes"] == stuck
+        unattributed = scraped(lab, name, "gputop_unattributed_memory_bytes")
+        assert host["unattributed"] == [
+            {"gpu": labels["gpu"], "uuid": labels["UUID"], "bytes": int(v)}
+            for labels, v in unattributed
+        ]
+        assert 0 <= host["age_s"] < 10
+    assert hosts["box-a"]["unattributed_memory_bytes"] > 0
+    assert hosts["dcgm-node-8"]["targets"] == [
+        {"job": "dcgm", "instance": lab.targets["dcgm-main"], "up": True}
+    ]
+    assert hosts["dcgm-node-8"]["gpus"] == hosts["dcgm-node-7"]["gpus"]
+    dcgm = hosts["dcgm-node-7"]
+    assert dcgm["exporter"] == "dcgm-exporter"
+    assert dcgm["targets"] == [{"job": "dcgm", "instance": lab.targets["dcgm"], "up": True}]
+    assert [g["gpu"] for g in dcgm["gpus"]] == ["0", "1"]
+    assert dcgm["gpus"][0] == {
+        "gpu": "0",
+        "uuid": "GPU-6c1a2b7e-31d4-5d0e-8f0a-1b2c3d4e5f60",
+        "model": "NVIDIA A100-SXM4-40GB",
+        "util_percent": 87.0,
+        "memory_used_bytes": 38012 * MIB,
+        "memory_free_bytes": 2524 * MIB,
+        "memory_total_bytes": 40536 * MIB,
+        "power_w": 312.456,
+        "temperature_c": 71.0,
+    }
+    assert dcgm["util_percent_mean"] == 49.5
+    assert dcgm["memory_used_bytes"] == (38012 + 2048) * MIB
+    assert dcgm["power_w"] == 312.456 + 88.125
+    assert dcgm["temperature_max_c"] == 71.0
+    assert dcgm["stuck_processes"] is None and dcgm["unattributed_memory_bytes"] is None
+    dead = hosts[lab.targets["dead"]]
+    assert dead["down"] and dead["gpus"] == [] and dead["age_s"] is None
+    assert fleet["stuck"] == [{"host": "box-a", "summary": fleet["stuck"][0]["summary"]}]
+
+
+def test_the_url_can_come_from_the_environment(lab: Lab) -> None:
+    env = {**os.environ, "GPUTOP_PROMETHEUS": lab.url}
+    done = fleet_cli("--json", env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["gpu_count"] == 16
+
+
+def test_the_overview_shows_the_same_hosts(lab: Lab) -> None:
+    from gputop.ui.fleet.app import FleetApp
+    from tests.fleet.test_overview import header, run, table_hosts, until
+
+    app = FleetApp(lab.fleet, interval_s=1.0, source=lab.url)
+
+    async def body(app: FleetApp, pilot: Any) -> None:
+        await until(pilot, lambda: len(table_hosts(app)) == 5, timeout_s=15)
+        names = ["box-a", "box-b", "dcgm-node-7", "dcgm-node-8", lab.targets["dead"]]
+        assert table_hosts(app) == sorted(names)
+        assert "5 hosts (1 down)  16 GPUs" in header(app)
+
+    run(app, body)
+
+
+def test_the_overview_on_a_terminal_quits_on_q_and_on_sigterm(lab: Lab) -> None:
+    from tests.pty_terminal import on_terminal
+
+    with on_terminal("fleet", "--prometheus", lab.url, "--interval", "1") as term:
+        term.wait_for(b"dcgm-node-8")
+        term.wait_for(b"box-a")
+        term.type(b"q")
+        assert term.read_to_end() == 0
+    with on_terminal("fleet", "--prometheus", lab.url) as term:
+        term.wait_for(b"dcgm-node-8")
+        term.proc.send_signal(signal.SIGTERM)
+        assert term.read_to_end() == 128 + signal.SIGTERM
+        assert b"\x1b[?1049l" in term.output  # the alternate screen was left
+
+
+def test_a_stopped_exporter_is_down_under_its_own_hostname(lab: Lab) -> None:
+    """Last in this module: it stops box-b's exporter."""
+    proc = lab.exporters["box-b"]
+    proc.terminate()
+    proc.wait(10)
+    deadline = time.monotonic() + 30
+    while True:
+        hosts = {h.name: h for h in lab.fleet().hosts}
+        if hosts["box-b"].down:
+            break
+        assert time.monotonic() < deadline, "box-b never went down"
+        time.sleep(0.5)
+    assert lab.targets["box-b"] not in hosts  # named by what it served, not by its address
+    done = fleet_cli("--once", "--prometheus", lab.url)
+    assert done.returncode == 0, done.stderr
+    rows = rows_of(done.stdout)
+    assert rows["box-b"][-1] == "DOWN"
+    assert rows["box-a"][0] == "4"
+    assert "5 hosts (2 down), 8 GPUs" in done.stdout
+    assert "not known (target down): " in done.stdout and "box-b" in done.stdout

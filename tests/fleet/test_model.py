@@ -1,0 +1,108 @@
+"""The fleet model from hand-made query answers: which series belong to which host."""
+
+from __future__ import annotations
+
+from gputop.fleet.client import Answer, Series
+from gputop.fleet.model import MIB, QUERIES, build_fleet
+from gputop.fleet.text import render_stuck_report, render_table
+
+AT = 1_000_000.0
+
+
+def answer(*series: tuple[dict[str, str], float]) -> Answer:
+    return Answer(at=AT, series=tuple(Series(labels=labels, value=v) for labels, v in series))
+
+
+def gpu(target: str, host_label: str, host: str, index: str, **extra: str) -> dict[str, str]:
+    return {
+        "job": "gpus",
+        "instance": target,
+        "gpu": index,
+        "UUID": f"GPU-{host}-{index}",
+        "modelName": "NVIDIA H100",
+        host_label: host,
+        **extra,
+    }
+
+
+def test_every_query_is_one_for_the_whole_fleet() -> None:
+    assert all("hostname=" not in q and "instance=" not in q for q in QUERIES.values())
+
+
+def test_series_without_a_host_label_belong_to_their_targets_host() -> None:
+    t = {"job": "gpus", "instance": "10.0.0.1:9400"}
+    answers = {
+        "up": answer((t, 1), ({"job": "node", "instance": "10.0.0.9:9100"}, 0)),
+        "scraped": answer((t, AT - 2)),
+        "used": answer((gpu(t["instance"], "hostname", "a", "0"), 100)),
+        "free": answer((gpu(t["instance"], "hostname", "a", "0"), 900)),
+        "info": answer(({**t, "hostname": "a"}, 1)),
+        "stuck": answer(({**t, "state": "holder"}, 2), ({**t, "state": "orphan"}, 1)),
+        "unattributed": answer(({**t, "gpu": "0", "UUID": "GPU-a-0"}, 5 * MIB)),
+        "age": answer((t, 1.5)),
+    }
+    fleet = build_fleet(answers)
+    # the node exporter's down target is no GPU host
+    assert [h.name for h in fleet.hosts] == ["a"]
+    (a,) = fleet.hosts
+    assert a.stuck == {"holder": 2, "defunct": 0, "orphan": 1, "stopped": 0}
+    assert a.unattributed_bytes == 5 * MIB
+    assert a.memory_total_bytes == 1000 * MIB
+    assert a.age_s == 3.5  # 2 s since the scrape + the exporter's own 1.5 s
+
+
+def test_hostname_and_Hostname_and_mig_series() -> None:
+    answers = {
+        "up": answer(
+            ({"job": "gpus", "instance": "a:9400"}, 1), ({"job": "gpus", "instance": "b:9400"}, 1)
+        ),
+        "util": answer(
+            (gpu("a:9400", "hostname", "a", "0"), 80),
+            (gpu("b:9400", "Hostname", "b", "0"), 20),
+            (gpu("b:9400", "Hostname", "b", "1"), 40),
+            (gpu("b:9400", "Hostname", "b", "1", GPU_I_ID="3", GPU_I_PROFILE="3g.40gb"), 99),
+        ),
+        "temp": answer(
+            (gpu("b:9400", "Hostname", "b", "0"), 50), (gpu("b:9400", "Hostname", "b", "1"), 61)
+        ),
+    }
+    hosts = {h.name: h for h in build_fleet(answers).hosts}
+    assert set(hosts) == {"a", "b"}
+    assert [g.gpu for g in hosts["b"].gpus] == ["0", "1"]
+    assert hosts["b"].util_percent == 30
+    assert hosts["b"].temperature_max_c == 61
+    assert hosts["b"].stuck is None  # no gputop exporter: not known, not zero
+
+
+def test_gputop_and_dcgm_exporter_on_one_host_count_each_gpu_once() -> None:
+    answers = {
+        "up": answer(
+            ({"job": "gputop", "instance": "a:9401"}, 1), ({"job": "dcgm", "instance": "a:9400"}, 1)
+        ),
+        "used": answer(
+            (gpu("a:9401", "hostname", "a", "0"), 10), (gpu("a:9400", "Hostname", "a", "0"), 12)
+        ),
+    }
+    (a,) = build_fleet(answers).hosts
+    assert len(a.gpus) == 1 and len(a.targets) == 2
+
+
+def test_a_down_target_keeps_its_hosts_name_and_a_never_seen_one_its_address() -> None:
+    answers = {
+        "up": answer(
+            ({"job": "gpus", "instance": "a:9400"}, 0), ({"job": "gpus", "instance": "c:9400"}, 0)
+        ),
+        "known": answer(({"job": "gpus", "instance": "a:9400", "hostname": "a"}, 1)),
+    }
+    fleet = build_fleet(answers, prometheus="http://p:9090")
+    assert [(h.name, h.down) for h in fleet.hosts] == [("a", True), ("c:9400", True)]
+    table = render_table(fleet)
+    assert [line.split()[-1] for line in table.splitlines()[1:3]] == ["DOWN", "DOWN"]
+    assert "2 hosts (2 down), 0 GPUs" in table
+    assert "not known (target down): a, c:9400" in render_stuck_report(fleet)
+
+
+def test_no_gpu_hosts_says_so() -> None:
+    fleet = build_fleet({"up": answer(({"job": "node", "instance": "n:9100"}, 1))})
+    assert fleet.hosts == ()
+    assert render_table(fleet).startswith("no GPU hosts: ")

@@ -1,0 +1,155 @@
+"""The Textual fleet overview: rows, sort, filter, and STALE when Prometheus is slow or down.
+
+The fleet comes from a stand-in read function (the engine is checked against a real Prometheus
+in test_fleet_prometheus.py); the reads still run on the poller's own thread."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from textual.pilot import Pilot
+from textual.widgets import DataTable, Static
+
+from gputop.fleet.client import Answer, PrometheusError, Series
+from gputop.fleet.model import Fleet, build_fleet
+from gputop.ui.fleet.app import FleetApp
+from gputop.ui.fleet.poller import PollState, stale_s
+
+
+def _gpu(
+    host: str, index: int, util: float, temp: float
+) -> list[tuple[str, dict[str, str], float]]:
+    labels = {"job": "gpus", "instance": f"{host}:9400", "Hostname": host, "gpu": str(index)}
+    labels["UUID"] = f"GPU-{host}-{index}"
+    return [
+        ("util", labels, util),
+        ("temp", labels, temp),
+        ("used", labels, 1000),
+        ("free", labels, 1000),
+    ]
+
+
+def sample_fleet() -> Fleet:
+    rows = _gpu("alpha", 0, 10, 40) + _gpu("bravo", 0, 90, 80) + _gpu("bravo", 1, 70, 60)
+    rows += _gpu("charlie", 0, 50, 50)
+    answers: dict[str, list[Series]] = {}
+    for key, labels, value in rows:
+        answers.setdefault(key, []).append(Series(labels=labels, value=value))
+    up = [
+        Series(labels={"job": "gpus", "instance": f"{h}:9400"}, value=1)
+        for h in ("alpha", "bravo", "charlie")
+    ]
+    up.append(Series(labels={"job": "gpus", "instance": "delta:9400"}, value=0))
+    answers["up"] = up
+    return build_fleet(
+        {k: Answer(at=time.time(), series=tuple(v)) for k, v in answers.items()},
+        prometheus="http://p:9090",
+    )
+
+
+def run(app: FleetApp, body: Callable[[FleetApp, Pilot[Any]], Awaitable[None]]) -> None:
+    async def main() -> None:
+        async with app.run_test(size=(120, 30)) as pilot:
+            await body(app, pilot)
+            app.poller.stop()
+
+    asyncio.run(main())
+
+
+def table_hosts(app: FleetApp) -> list[str]:
+    table = app.screen.query_one("#fleet-hosts", DataTable)
+    return [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
+
+
+def header(app: FleetApp) -> str:
+    return str(app.screen.query_one("#fleet-header", Static).render())
+
+
+async def until(pilot: Pilot[Any], done: Callable[[], bool], timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert time.monotonic() < deadline, "timed out"
+        await pilot.pause(0.05)
+
+
+def test_rows_sort_and_filter() -> None:
+    fleet = sample_fleet()
+    app = FleetApp(lambda: fleet, interval_s=60, source="http://p:9090")
+
+    async def body(app: FleetApp, pilot: Pilot[Any]) -> None:
+        await until(pilot, lambda: len(table_hosts(app)) == 4)
+        assert table_hosts(app) == ["alpha", "bravo", "charlie", "delta:9400"]
+        assert "4 hosts (1 down)  4 GPUs" in header(app) and "STALE" not in header(app)
+        await pilot.press("s")  # GPUS
+        assert table_hosts(app) == ["delta:9400", "alpha", "charlie", "bravo"]
+        await pilot.press("s")  # UTIL: the down host (no reading) stays last either way
+        assert table_hosts(app) == ["alpha", "charlie", "bravo", "delta:9400"]
+        await pilot.press("r")
+        assert table_hosts(app) == ["bravo", "charlie", "alpha", "delta:9400"]
+        await pilot.press("slash", "b", "r")
+        assert table_hosts(app) == ["bravo"]
+        assert "1/4 hosts" in header(app)
+        await pilot.press("escape")
+        assert len(table_hosts(app)) == 4
+        await pilot.press("slash", *"down", "enter")
+        assert table_hosts(app) == ["delta:9400"]
+        await pilot.press("q")
+
+    run(app, body)
+
+
+def test_stale_and_the_error_when_prometheus_goes_away() -> None:
+    fleet = sample_fleet()
+    reads: list[int] = []
+
+    def read() -> Fleet:
+        reads.append(1)
+        if len(reads) == 1:
+            return fleet
+        raise PrometheusError("cannot reach Prometheus at http://p:9090: connection refused")
+
+    app = FleetApp(read, interval_s=0.2, source="http://p:9090")
+
+    async def body(app: FleetApp, pilot: Pilot[Any]) -> None:
+        await until(pilot, lambda: "STALE" in header(app))
+        error = str(app.screen.query_one("#fleet-error", Static).render())
+        assert "connection refused" in error
+        assert table_hosts(app) == ["alpha", "bravo", "charlie", "delta:9400"]  # the last good
+
+    run(app, body)
+
+
+def test_a_hung_prometheus_never_blocks_the_keys() -> None:
+    release = threading.Event()
+    fleet = sample_fleet()
+
+    def read() -> Fleet:
+        release.wait(10)
+        return fleet
+
+    app = FleetApp(read, interval_s=0.2, source="http://p:9090")
+
+    async def body(app: FleetApp, pilot: Pilot[Any]) -> None:
+        await pilot.pause(0.3)
+        assert "waiting for Prometheus" in header(app)
+        await pilot.press("r")  # the UI thread answers while the read hangs
+        assert app.screen.sort_reverse  # type: ignore[attr-defined]
+        release.set()
+        await until(pilot, lambda: len(table_hosts(app)) == 4)
+        assert table_hosts(app)[0] == "delta:9400"  # reversed by name
+
+    run(app, body)
+
+
+def test_stale_rule() -> None:
+    fresh = PollState(fleet=None, read_mono=100.0, error=None, reading_since_mono=None)
+    assert stale_s(fresh, 105.0, interval_s=5) is None
+    assert stale_s(fresh, 112.0, interval_s=5) == 12.0  # slow: past 2 intervals and a second
+    failed = PollState(fleet=None, read_mono=100.0, error="refused", reading_since_mono=None)
+    assert stale_s(failed, 101.0, interval_s=5) == 1.0
+    never = PollState(fleet=None, read_mono=None, error="refused", reading_since_mono=None)
+    assert stale_s(never, 500.0, interval_s=5) is None

@@ -60,7 +60,8 @@ LAYERS: dict[str, Layer] = {
     "fleet": Layer(
         what="the fleet from Prometheus: HTTP API client, hosts and GPUs, text and JSON",
         modules=("gputop.fleet.*",),
-        may_import=("fleet", "leaves"),  # no engine, no driver: it reads Prometheus only
+        # no engine, no driver: it reads Prometheus only (and cleans what it reads)
+        may_import=("fleet", "leaves", "gputop.engine.sanitize"),
     ),
     "commands": Layer(
         what="once, json, doctor, query, dmon, export, fleet",

@@ -24,6 +24,7 @@ import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from gputop.engine.sanitize import clean
 from gputop.errors import GputopError, UsageError
 from gputop.version import __version__
 
@@ -246,7 +247,9 @@ class PrometheusClient:
         at = time.time()
         for item in data.get("result") or ():
             try:
-                labels = {str(k): str(v) for k, v in item["metric"].items()}
+                # Cleaned here, where they enter: label values are written by whoever runs
+                # an exporter this Prometheus scrapes, and every view prints them.
+                labels = {clean(str(k)): clean(str(v)) for k, v in item["metric"].items()}
                 stamp, text = item["value"]
                 at = float(stamp)
                 value = float(text)

@@ -262,3 +262,29 @@ def test_once_and_json_load_neither_textual_nor_pynvml() -> None:
     loaded = {name.split(".")[0] for name in modules_after(code)}
     assert "gputop" in loaded
     assert {n for n in loaded if n.startswith("textual") or n == "pynvml"} == set()
+
+
+def test_hostile_label_values_never_reach_the_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    # Label values are written by whoever runs an exporter Prometheus scrapes.
+    evil = {
+        "Hostname": "evil\x1b]0;OWNED\x07host",
+        "gpu": "0",
+        "UUID": "GPU-1",
+        "modelName": "A100\u202eevil",
+        "job": "dcgm\x9b31m",
+        "instance": "h:9400",
+    }
+    reply = json.dumps(
+        {
+            "status": "success",
+            "data": {"resultType": "vector", "result": [{"metric": evil, "value": [1, "1"]}]},
+        }
+    ).encode()
+    with static_server(lambda h: send(h, 200, reply, "application/json")) as server:
+        code, out, err = fleet(capsys, "--once", "--prometheus", server.url)
+        code_json, as_json, _ = fleet(capsys, "--json", "--prometheus", server.url)
+    assert (code, code_json) == (0, 0), err
+    assert "evil" in out and "evil" in as_json
+    for text in (out, as_json):
+        assert "\x1b" not in text and "\x07" not in text
+        assert "\u202e" not in text and "\x9b" not in text

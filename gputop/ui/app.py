@@ -69,6 +69,10 @@ class GputopApp(App[int]):
         self.requested_theme = theme
         self.clock = clock
         self._started_at = clock()
+        # Time paused since the reading on screen was taken: not stale time. Right after a
+        # resume that reading is as fresh as when the pause began (the sampler reads at once).
+        self._paused_s = 0.0
+        self._paused_at: float | None = None
         self.sampler: SamplerLike | None = None
         if start_sampler and source is not None:
             factory = sampler_factory or default_sampler
@@ -114,6 +118,8 @@ class GputopApp(App[int]):
         if self.paused:
             return  # frozen display; the sampler is paused too
         snap = message.snapshot
+        if self.snapshot is None or snap.taken_at_mono != self.snapshot.taken_at_mono:
+            self._paused_s = 0.0  # a fresh reading: no pause to discount
         if self.sampler is None:
             self._record(snap)
         with self.batch_update():
@@ -137,12 +143,19 @@ class GputopApp(App[int]):
         age = now - (snap.taken_at_mono if snap is not None else self._started_at)
         if snap is not None and snap.stale_s is not None:
             age = max(age, snap.stale_s)
+        age -= self._paused_s
         stale = not self.paused and age > self.stale_threshold_s()
         self.stale_s = age if stale else None
 
     # -- keys on every screen -----------------------------------------------------------
     def action_pause(self) -> None:
         self.paused = not self.paused
+        now = self.clock()
+        if self.paused:
+            self._paused_at = now
+        elif self._paused_at is not None:
+            self._paused_s += max(0.0, now - self._paused_at)
+            self._paused_at = None
         if self.sampler is not None:
             self.sampler.paused = self.paused
         self.check_stale()

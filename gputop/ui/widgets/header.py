@@ -12,13 +12,10 @@ Without a note the host facts are fitted too: the title, the CUDA version, the d
 host name's end, the interval, the host name and the GPU count give way, in this order, so the
 markers and the time of the last sample are always whole (at 80 columns, PAUSED and DEMO too).
 
-STALE counts the time without a fresh sample; the time spent paused is not counted: right after
-a resume the last sample is as fresh as when the pause began (the sampler sends the next at once).
+STALE shows the app's stale_s: the time without a fresh sample, less the time spent paused.
 """
 
 from __future__ import annotations
-
-import time
 
 from rich.cells import cell_len, get_character_cell_size
 from rich.style import Style
@@ -53,49 +50,9 @@ class HeaderBar(FramedLines, Widget):
     # The snapshot's driver_note, set with it: a stale re-send equals the reading it re-sends
     # (driver_note is not compared), so the snapshot alone would not repaint the note.
     driver_note: reactive[str | None] = reactive(None)
-    _paused_at: float | None  # when the running pause began (app clock)
-    _pause_sample: float | None  # taken_at_mono of the sample shown then
-    _paused_s: float  # time paused since that sample: not stale time
 
     def watch_stale_s(self, stale_s: float | None) -> None:
-        self.set_class(self.shown_stale_s() is not None, "-stale")
-
-    def watch_paused(self, paused: bool) -> None:
-        now = self._now()
-        if paused:
-            self._paused_at = now
-            self._pause_sample = self._sample_time()
-        elif self._paused_at is not None:
-            if self._pause_sample is not None and self._pause_sample == self._sample_time():
-                self._paused_s += max(0.0, now - self._paused_at)
-            self._paused_at = None
-        self.set_class(self.shown_stale_s() is not None, "-stale")
-
-    def watch_snapshot(self, snapshot: Snapshot | None) -> None:
-        if self._sample_time() != self._pause_sample:  # a fresh reading: nothing to discount
-            self._paused_s, self._pause_sample = 0.0, None
-        self.set_class(self.shown_stale_s() is not None, "-stale")
-
-    def shown_stale_s(self) -> float | None:
-        """The STALE age the header shows: the app's, less the time paused since the last
-        sample; None when that is under the app's threshold again."""
-        stale = self.stale_s
-        if stale is None or self.paused:
-            return None if stale is None or self.paused else stale
-        if self._paused_s <= 0:
-            return stale
-        age = stale - self._paused_s
-        threshold = getattr(self.app, "stale_threshold_s", None)
-        limit = float(threshold()) if callable(threshold) else 0.0
-        return age if age > limit else None
-
-    def _now(self) -> float:
-        clock = getattr(self.app, "clock", None) if self.is_attached else None  # tests' clocks
-        return float(clock()) if callable(clock) else time.monotonic()
-
-    def _sample_time(self) -> float | None:
-        snap = self.snapshot
-        return None if snap is None else snap.taken_at_mono
+        self.set_class(stale_s is not None, "-stale")
 
     def watch_driver_note(self, note: str | None) -> None:
         self.set_class(bool(note and note.strip()), "-driver-note")
@@ -104,9 +61,6 @@ class HeaderBar(FramedLines, Widget):
         super().__init__(id=id)
         self._styles: dict[str, Style] = {}
         self._painted: tuple[object, int, Strip] | None = None
-        self._paused_at = None
-        self._pause_sample = None
-        self._paused_s = 0.0
 
     def notify_style_update(self) -> None:
         self._styles.clear()
@@ -148,7 +102,7 @@ class HeaderBar(FramedLines, Widget):
         marker = self._style("header-bar--marker")
         alarm = self._style("header-bar--stale")
         snap = self.snapshot
-        stale_s = self.shown_stale_s()
+        stale_s = self.stale_s
         stale = None if stale_s is None else f" STALE {stale_s:.0f} s "
         labels = [
             f" {label} "

@@ -303,11 +303,16 @@ class ProcReader:
         self, pid: int, fresh: bool = False
     ) -> tuple[ProcInfo, tuple[int, float] | None]:
         known = self._at_pid.get(pid)
-        # A PID of another namespace is cheap to answer and is not counted.
-        if known is None and not fresh and self._unread_left is not None and not _absent(pid):
-            if self._unread_left <= 0:
-                return pending(pid), None
-            self._unread_left -= 1
+        # Past the call's allowance of new processes; another namespace's PID (absent here) is
+        # answered as ever. The allowance is used up where a new process is read (_count_new).
+        if (
+            known is None
+            and not fresh
+            and self._unread_left is not None
+            and self._unread_left <= 0
+            and not _absent(pid)
+        ):
+            return pending(pid), None
         stat = _stat(pid) if known is not None else None
         if known is None or stat is None or known.stat is None or stat.start != known.stat.start:
             new = None if fresh else self._new_from_proc(pid)
@@ -380,6 +385,7 @@ class ProcReader:
         known = self._cache.get(key)
         if known is None:
             known = self._cache[key] = _Known(key, proc)
+            self._count_new()
             self._may_read_new()  # a full reading follows: it uses up the call's allowance
             _cpu_percent(proc)  # psutil's baseline, used only where /proc/PID/stat is missing
         elif known.proc is None:
@@ -406,6 +412,7 @@ class ProcReader:
                 return None
             self.full_reads += full
             known = self._cache[key] = _Known(key, None, info=info, light=not full)
+            self._count_new()
             known.full_at = self._clock()
         self._at_pid[pid] = known
         return known, stat
@@ -456,6 +463,11 @@ class ProcReader:
         known = self._at_pid.get(key[0])
         if known is not None and known.key == key:
             del self._at_pid[key[0]]
+
+    def _count_new(self) -> None:
+        """A new process was read: one less of read_many's allowance (NEW_PER_CALL)."""
+        if self._unread_left is not None:
+            self._unread_left -= 1
 
     def _may_read_new(self) -> bool:
         """Whether a new (or light-read) process may be read in full now (uses one up)."""

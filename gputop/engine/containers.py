@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from gputop.engine.model import Container
+from gputop.engine.model import Container, is_runtime_id
 from gputop.engine.sanitize import clean
 
 _ID = r"([0-9a-f]{64})"
@@ -35,7 +35,6 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("lxc", re.compile(r"^lxc\.payload\.(.+)$")),
 )
 _POD = re.compile(r"pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})")
-_PLAIN_ID = re.compile(rf"^{_ID}$")
 _MACHINE = re.compile(r"^machine-(.+)\.scope$")
 
 
@@ -58,11 +57,11 @@ def _from_path(path: str) -> Container | None:
                 ident = _unescape(m.group(1))
                 return Container(runtime, clean(ident), pod_uid=pod_uid)
         # cgroupfs drivers: /docker/<id>, /lxc/<name> (v1 and v2 alike).
-        if i == 1 and parent == "docker" and _PLAIN_ID.match(part):
+        if i == 1 and parent == "docker" and is_runtime_id(part):
             return Container("docker", part, pod_uid=pod_uid)
         if i == 1 and parent == "lxc":
             return Container("lxc", clean(part), name=clean(part))
-        if pod_uid is not None and _PLAIN_ID.match(part):
+        if pod_uid is not None and is_runtime_id(part):
             return Container("kubernetes", part, pod_uid=pod_uid)
         if parent == "machine.slice" and (m := _MACHINE.match(part)):
             name = _unescape(m.group(1))

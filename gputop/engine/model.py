@@ -259,6 +259,11 @@ class GpuSample:
         return None
 
 
+def is_runtime_id(text: str) -> bool:
+    """Whether ``text`` is a container runtime's id (64 lowercase hex digits), not a name."""
+    return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
+
+
 @dataclass(frozen=True, slots=True)
 class Container:
     """A container a process runs in (from its cgroup); strings are clean."""
@@ -273,8 +278,7 @@ class Container:
     @property
     def short_id(self) -> str:
         """The id as ``docker ps`` shows it (12 characters)."""
-        plain = len(self.id) == 64 and all(c in "0123456789abcdef" for c in self.id)
-        return self.id[:12] if plain else self.id
+        return self.id[:12] if is_runtime_id(self.id) else self.id
 
     @property
     def label(self) -> str:

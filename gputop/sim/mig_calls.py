@@ -27,12 +27,28 @@ from gputop.sim.answers import (
     _Unsupported,
     _write_address,
 )
-from gputop.sim.mig import MAX_GPU_SLICES, SimMigDevice, profiles_for
+from gputop.sim.mig import MAX_GPU_SLICES, MigProfile, SimMigDevice, profiles_for
 from gputop.sim.scenario import SimGpu, SimProcess
 from gputop.units import MiB
 
 if TYPE_CHECKING:
     from gputop.sim.clock import Clock
+
+
+def _write_attributes(
+    out: Any, profile: MigProfile, multiprocessors: int, ci_slices: int, *, memory_mib: int
+) -> None:
+    """Fill nvmlDeviceAttributes_t: the engines of ``profile``, its GPU instance's slices."""
+    attrs = _target(out)
+    attrs.multiprocessorCount = multiprocessors
+    attrs.sharedCopyEngineCount = profile.copy_engines
+    attrs.sharedDecoderCount = profile.decoders
+    attrs.sharedEncoderCount = profile.encoders
+    attrs.sharedJpegCount = profile.jpegs
+    attrs.sharedOfaCount = profile.ofas
+    attrs.gpuInstanceSliceCount = profile.slices
+    attrs.computeInstanceSliceCount = ci_slices
+    attrs.memorySizeMB = memory_mib
 
 
 class MigCalls:
@@ -145,30 +161,15 @@ class MigCalls:
         if gpu.mig is None:
             raise _Unsupported
         whole = max(profiles_for(gpu.memory_total_mib).values(), key=lambda p: p.slices)
-        attrs = _target(out)
-        attrs.multiprocessorCount = whole.multiprocessors
-        attrs.sharedCopyEngineCount = whole.copy_engines
-        attrs.sharedDecoderCount = whole.decoders
-        attrs.sharedEncoderCount = whole.encoders
-        attrs.sharedJpegCount = whole.jpegs
-        attrs.sharedOfaCount = whole.ofas
-        attrs.gpuInstanceSliceCount = whole.slices
-        attrs.computeInstanceSliceCount = whole.slices
-        attrs.memorySizeMB = gpu.memory_total_mib
+        _write_attributes(
+            out, whole, whole.multiprocessors, whole.slices, memory_mib=gpu.memory_total_mib
+        )
         return SUCCESS
 
     def _mig_nvmlDeviceGetAttributes_v2(self, gpu: SimGpu, mig: SimMigDevice, out: Any) -> int:
         profile = mig.profile
-        attrs = _target(out)
-        attrs.multiprocessorCount = profile.multiprocessors * mig.slices // profile.slices
-        attrs.sharedCopyEngineCount = profile.copy_engines
-        attrs.sharedDecoderCount = profile.decoders
-        attrs.sharedEncoderCount = profile.encoders
-        attrs.sharedJpegCount = profile.jpegs
-        attrs.sharedOfaCount = profile.ofas
-        attrs.gpuInstanceSliceCount = profile.slices
-        attrs.computeInstanceSliceCount = mig.slices
-        attrs.memorySizeMB = profile.memory_mib
+        multiprocessors = profile.multiprocessors * mig.slices // profile.slices
+        _write_attributes(out, profile, multiprocessors, mig.slices, memory_mib=profile.memory_mib)
         return SUCCESS
 
     def _profile_info(self, gpu: SimGpu, profile: Any, out: Any, *, named: bool) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -24,6 +25,19 @@ from gputop.export.prom import SnapshotCollector, make_registry
 
 REPO = Path(__file__).resolve().parents[2]
 SERVING = re.compile(r"serving http://(\S+)/metrics")
+
+
+def prometheus_binary(still_ran: str) -> str:
+    """The `prometheus` binary, or skip the test; ``still_ran`` names what ran without it."""
+    found = shutil.which("prometheus") or (
+        "/usr/bin/prometheus" if Path("/usr/bin/prometheus").exists() else None
+    )
+    if found is None:
+        pytest.skip(
+            "the `prometheus` binary is not installed (scripts/install-prometheus.sh installs "
+            f"Debian's package when run as root); {still_ran} still ran"
+        )
+    return found
 
 
 def free_port() -> int:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import time
 import urllib.parse
@@ -12,21 +11,15 @@ from pathlib import Path
 import pytest
 
 from gputop.sim import load_scenario
-from tests.export.conftest import exporter_process, free_port, http_get, stop_process
+from tests.export.conftest import (
+    exporter_process,
+    free_port,
+    http_get,
+    prometheus_binary,
+    stop_process,
+)
 
 TIMEOUT_S = 30.0
-
-
-def _prometheus_binary() -> str:
-    found = shutil.which("prometheus") or (
-        "/usr/bin/prometheus" if Path("/usr/bin/prometheus").exists() else None
-    )
-    if found is None:
-        pytest.skip(
-            "the `prometheus` binary is not installed (scripts/install-prometheus.sh installs "
-            "Debian's package when run as root); the plain HTTP scrape tests still ran"
-        )
-    return found
 
 
 def _query(base: str, promql: str) -> list[dict[str, object]]:
@@ -40,7 +33,7 @@ def _query(base: str, promql: str) -> list[dict[str, object]]:
 
 
 def test_prometheus_scrapes_every_simulated_gpu(tmp_path: Path) -> None:
-    binary = _prometheus_binary()
+    binary = prometheus_binary("the plain HTTP scrape tests")
     with exporter_process("--interval", "1") as metrics_url:
         target = metrics_url.removeprefix("http://").removesuffix("/metrics")
         config = tmp_path / "prometheus.yml"

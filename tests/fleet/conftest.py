@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import http.server
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -19,23 +18,11 @@ import pytest
 
 from gputop.fleet.client import PrometheusClient, PrometheusError
 from gputop.fleet.model import Fleet, read_fleet
-from tests.export.conftest import REPO, SERVING, free_port, stop_process
+from tests.export.conftest import REPO, SERVING, free_port, prometheus_binary, stop_process
 
 DATA = Path(__file__).parent / "data"
 DCGM_RECORDING = DATA / "dcgm-exporter-3.3.5.txt"
 TIMEOUT_S = 60.0
-
-
-def prometheus_binary() -> str:
-    found = shutil.which("prometheus") or (
-        "/usr/bin/prometheus" if Path("/usr/bin/prometheus").exists() else None
-    )
-    if found is None:
-        pytest.skip(
-            "the `prometheus` binary is not installed (scripts/install-prometheus.sh installs "
-            "Debian's package when run as root); the fleet tests without it still ran"
-        )
-    return found
 
 
 def start_exporter(scenario: str, hostname: str) -> tuple[subprocess.Popen[str], str]:
@@ -147,7 +134,7 @@ def _ready(fleet: Fleet) -> bool:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    binary = prometheus_binary()
+    binary = prometheus_binary("the fleet tests without it")
     tmp = tmp_path_factory.mktemp("prometheus")
     recording = DCGM_RECORDING.read_bytes()
     procs: list[subprocess.Popen[str]] = []

@@ -1,7 +1,9 @@
 """`gputop fleet`: every host and GPU a Prometheus server knows (gputop exporters and
 dcgm-exporter alike), as a table (``--once``) or JSON (``--json``).
 
-Reads Prometheus only (no driver): exit 0 with the fleet printed; 2 for bad input (a bad URL, a
+Reads Prometheus only (no driver). --once and --json exit 0 when all is well; 4 when some host
+has stuck processes or unattributed GPU memory, 5 when some host is down or stale, 6 for both
+(the fleet printed, then one line on stderr saying which hosts); 2 for bad input (a bad URL, a
 token file that cannot be read); 1 when Prometheus cannot be asked (refused, timed out, TLS,
 HTTP 401/403, not Prometheus), with one line on stderr.
 """
@@ -11,10 +13,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from gputop.argtypes import INTERVAL_BOUNDS_HELP, interval_seconds, timeout_seconds
 from gputop.errors import UsageError
 from gputop.fleet.client import DEFAULT_TIMEOUT_S, ENV_URL, client_from
+
+if TYPE_CHECKING:
+    from gputop.fleet.model import Fleet
 
 DEFAULT_INTERVAL_S = 5.0
 
@@ -44,9 +50,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"how long all the queries may take together (default {DEFAULT_TIMEOUT_S:g})",
     )
     parser.add_argument(
-        "-1", "--once", action="store_true", help="print one line per host, the stuck report"
+        "-1",
+        "--once",
+        action="store_true",
+        help="print one line per host, the stuck report; exit 4: stuck processes or "
+        "unattributed memory somewhere, 5: a host down or stale, 6: both",
     )
-    parser.add_argument("--json", action="store_true", help="print the fleet as JSON")
+    parser.add_argument(
+        "--json", action="store_true", help="print the fleet as JSON (the same exit codes)"
+    )
     parser.add_argument(
         "--interval",
         dest="fleet_interval",
@@ -80,11 +92,22 @@ def run(args: argparse.Namespace) -> int:
 
     if args.json:
         sys.stdout.write(text.render_json(fleet) + "\n")
-        return 0
+        return _exit(fleet)
     from gputop.glyphs import for_stream
 
     degree = for_stream(sys.stdout).degree
     sys.stdout.write(text.render_table(fleet, degree))
     if fleet.hosts:
         sys.stdout.write("\n" + text.render_stuck_report(fleet))
-    return 0
+    return _exit(fleet)
+
+
+def _exit(fleet: Fleet) -> int:
+    """The fleet's exit code; when not 0, why, in one line on stderr after the output."""
+    problems = fleet.problems()
+    if problems is not None:
+        from gputop.exits import say
+
+        sys.stdout.flush()
+        say(f"fleet: {problems} (exit {fleet.exit_code()})")
+    return fleet.exit_code()

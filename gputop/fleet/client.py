@@ -1,4 +1,5 @@
-"""A small Prometheus HTTP API client: instant queries (``/api/v1/query``), urllib only.
+"""A small Prometheus HTTP API client: instant and range queries (``/api/v1/query``,
+``/api/v1/query_range``), urllib only.
 
 Every failure is one :class:`PrometheusError` line that says what to do: a bad URL, a refused
 connection, an unknown host, a timeout, a TLS failure, HTTP 401/403, a redirect, an answer that is
@@ -21,8 +22,9 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from gputop.engine.sanitize import clean
 from gputop.errors import GputopError, UsageError
@@ -113,6 +115,21 @@ class Series:
 
 
 @dataclass(frozen=True, slots=True)
+class RangeSeries:
+    """One series of a range query: its labels and its (Unix time, value) points, oldest first."""
+
+    labels: Mapping[str, str]
+    points: tuple[tuple[float, float], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RangeAnswer:
+    """A range query's answer."""
+
+    series: tuple[RangeSeries, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Answer:
     """An instant query's answer: the evaluation time (Unix seconds) and the series."""
 
@@ -144,7 +161,7 @@ def _describe_reason(reason: object) -> str:
 
 
 class PrometheusClient:
-    """Instant queries against one Prometheus server (thread-safe: it keeps no connection)."""
+    """Instant and range queries to one Prometheus server (thread-safe: it keeps no connection)."""
 
     def __init__(
         self,
@@ -163,7 +180,31 @@ class PrometheusClient:
 
     def query(self, promql: str, *, timeout_s: float | None = None) -> Answer:
         """The instant vector ``promql`` evaluates to now (PrometheusError on any failure)."""
-        url = f"{self.base_url}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+        body = self._get("query", {"query": promql}, timeout_s)
+        return self._answer(body, promql)
+
+    def query_range(
+        self,
+        promql: str,
+        *,
+        start: float,
+        end: float,
+        step_s: float,
+        timeout_s: float | None = None,
+    ) -> RangeAnswer:
+        """The range vector ``promql`` evaluates to from ``start`` to ``end`` (Unix seconds)."""
+        params = {
+            "query": promql,
+            "start": f"{start:.3f}",
+            "end": f"{end:.3f}",
+            "step": f"{step_s:g}",
+        }
+        body = self._get("query_range", params, timeout_s)
+        return self._range_answer(body, promql)
+
+    def _get(self, api: str, params: dict[str, str], timeout_s: float | None) -> bytes:
+        """The body of ``/api/v1/API?PARAMS`` (PrometheusError on any failure)."""
+        url = f"{self.base_url}/api/v1/{api}?" + urllib.parse.urlencode(params)
         headers = {"Accept": "application/json", "User-Agent": f"gputop/{__version__}"}
         if self._authorization is not None:
             headers["Authorization"] = self._authorization
@@ -192,7 +233,7 @@ class PrometheusClient:
             raise PrometheusError(f"Prometheus at {self.base_url}: answer too large")
         if time.monotonic() - started > limit:
             raise self._timed_out(limit)
-        return self._answer(body, promql)
+        return body
 
     def _timed_out(self, _limit: float) -> PrometheusError:
         # the whole read's limit (one query may have been given only what was left of it)
@@ -227,11 +268,9 @@ class PrometheusClient:
             detail = ": no Prometheus API there (is the URL the server's base address?)"
         return PrometheusError(f"{where} answered HTTP {code}{detail}")
 
-    def _answer(self, body: bytes, promql: str) -> Answer:
-        not_prometheus = PrometheusError(
-            f"{self.base_url} did not answer like Prometheus (no query API JSON): "
-            "is it the Prometheus server's address?"
-        )
+    def _result(self, body: bytes, promql: str, kind: str) -> tuple[list[Any], Labeler]:
+        """The answer's result list (of ``kind``: vector or matrix) and its label cleaner."""
+        not_prometheus = self._not_prometheus()
         try:
             reply = json.loads(body)
         except ValueError:
@@ -241,24 +280,77 @@ class PrometheusClient:
         if reply["status"] != "success":
             raise PrometheusError(f"Prometheus query {promql!r} failed: {reply.get('error', '?')}")
         data = reply.get("data")
-        if not isinstance(data, dict) or data.get("resultType") != "vector":
+        if not isinstance(data, dict) or data.get("resultType") != kind:
             raise not_prometheus
+        result = data.get("result") or []
+        if not isinstance(result, list):
+            raise not_prometheus
+        return result, _labeler(body)
+
+    def _not_prometheus(self) -> PrometheusError:
+        return PrometheusError(
+            f"{self.base_url} did not answer like Prometheus (no query API JSON): "
+            "is it the Prometheus server's address?"
+        )
+
+    def _answer(self, body: bytes, promql: str) -> Answer:
+        result, labeled = self._result(body, promql, "vector")
         series = []
         at = time.time()
-        for item in data.get("result") or ():
+        for item in result:
             try:
-                # Cleaned here, where they enter: label values are written by whoever runs
-                # an exporter this Prometheus scrapes, and every view prints them.
-                labels = {clean(str(k)): clean(str(v)) for k, v in item["metric"].items()}
+                labels = labeled(item["metric"])
                 stamp, text = item["value"]
                 at = float(stamp)
                 value = float(text)
             except (KeyError, TypeError, ValueError, AttributeError):
-                raise not_prometheus from None
+                raise self._not_prometheus() from None
             if not math.isfinite(value):
                 continue
             series.append(Series(labels=labels, value=value))
         return Answer(at=at, series=tuple(series))
+
+    def _range_answer(self, body: bytes, promql: str) -> RangeAnswer:
+        result, labeled = self._result(body, promql, "matrix")
+        series = []
+        for item in result:
+            try:
+                labels = labeled(item["metric"])
+                points = tuple(
+                    (float(stamp), value)
+                    for stamp, text in item["values"]
+                    if math.isfinite(value := float(text))
+                )
+            except (KeyError, TypeError, ValueError, AttributeError):
+                raise self._not_prometheus() from None
+            series.append(RangeSeries(labels=labels, points=points))
+        return RangeAnswer(series=tuple(series))
+
+
+Labeler = Callable[[Any], dict[str, str]]
+
+
+def _labeler(body: bytes) -> Labeler:
+    """How an answer's label sets are read: as they are, or each string cleaned.
+
+    Label names and values are cleaned here, where they enter: they are written by whoever runs
+    an exporter this Prometheus scrapes, and every view prints them. A body of printable ASCII
+    without a backslash (JSON escapes every control character, and Prometheus writes non-ASCII
+    as UTF-8 or \\u escapes) cannot hold one: at 4,000 GPUs, cleaning each of the ~250,000
+    strings of a refresh one by one was a third of its time.
+    """
+    if body.isascii() and b"\\" not in body and b"\x7f" not in body:
+        return lambda metric: {str(k): str(v) for k, v in metric.items()}
+    cleaned: dict[object, str] = {}
+
+    def once(text: object) -> str:
+        # the same few strings (jobs, hosts, models) come back thousands of times
+        done = cleaned.get(text)
+        if done is None:
+            done = cleaned[text] = clean(str(text))
+        return done
+
+    return lambda metric: {once(k): once(v) for k, v in metric.items()}
 
 
 def client_from(

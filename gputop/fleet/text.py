@@ -6,7 +6,7 @@ import json
 import time
 from typing import Any
 
-from gputop.fleet.model import Fleet, FleetHost
+from gputop.fleet.model import STALE_AFTER_S, Fleet, FleetHost
 
 GIB = 1024**3
 SCHEMA = 1
@@ -101,6 +101,9 @@ def render_stuck_report(fleet: Fleet) -> str:
         lines.append(f"  not known (dcgm-exporter only, no gputop export): {', '.join(blind)}")
     if down:
         lines.append(f"  not known (target down): {', '.join(down)}")
+    stale = [h.name for h in fleet.hosts if h.stale]
+    if stale:
+        lines.append(f"  stale (readings over {STALE_AFTER_S:.0f} s old): {', '.join(stale)}")
     return "\n".join(lines) + "\n"
 
 
@@ -110,6 +113,7 @@ def fleet_json(fleet: Fleet) -> dict[str, Any]:
         "schema": SCHEMA,
         "prometheus": fleet.prometheus,
         "at": fleet.at,
+        "exit_code": fleet.exit_code(),
         "host_count": len(fleet.hosts),
         "gpu_count": fleet.gpu_count,
         "hosts": [_host_json(h) for h in fleet.hosts],
@@ -123,6 +127,7 @@ def _host_json(host: FleetHost) -> dict[str, Any]:
     return {
         "name": host.name,
         "down": host.down,
+        "stale": host.stale,
         "exporter": "gputop" if host.gputop else ("dcgm-exporter" if host.gpus else None),
         "targets": [{"job": t.job, "instance": t.instance, "up": t.up} for t in host.targets],
         "gpu_count": len(host.gpus),

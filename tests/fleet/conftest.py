@@ -105,6 +105,58 @@ def static_server(
         server.close()
 
 
+@contextlib.contextmanager
+def run_prometheus(
+    binary: str, tmp: Path, jobs: dict[str, list[str]], *, honor_labels: bool = False
+) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """A real Prometheus scraping ``jobs`` (job -> targets) every second: (its URL, process)."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    config = tmp / "prometheus.yml"
+    lines = [
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n",
+        "scrape_configs:\n",
+    ]
+    for job, targets in jobs.items():
+        lines.append(f"  - job_name: {job}\n")
+        if honor_labels:
+            lines.append("    honor_labels: true\n")
+        lines.append(f"    static_configs:\n      - targets: {targets!r}\n")
+    config.write_text("".join(lines))
+    with prometheus_on(binary, tmp, config) as running:
+        yield running
+
+
+@contextlib.contextmanager
+def prometheus_on(
+    binary: str, folder: Path, config: Path
+) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """A real Prometheus with this config file on a free loopback port: (its URL, process);
+    its data and log in ``folder`` (also the 500-host bench's)."""
+    port = free_port()
+    with (folder / "prometheus.log").open("w") as log:
+        proc = subprocess.Popen(
+            [
+                binary,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={folder / 'data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            yield f"http://127.0.0.1:{port}", proc
+        finally:
+            stop_process(proc)
+
+
+def check_running(prometheus: subprocess.Popen[str], tmp: Path) -> None:
+    if prometheus.poll() is not None:
+        text = (tmp / "prometheus.log").read_text()[-2000:]
+        pytest.fail(f"prometheus exited: {text}")
+
+
 @dataclass
 class Lab:
     """What the fleet fixture runs: Prometheus's URL and the scrape targets by name."""
@@ -112,9 +164,30 @@ class Lab:
     url: str
     targets: dict[str, str]  # "box-a", "box-b", "dcgm", "dcgm-main", "dead" -> host:port
     exporters: dict[str, subprocess.Popen[str]]
+    binary: str  # the prometheus binary, for tests that run one of their own
+    tmp: Path
 
     def fleet(self) -> Fleet:
         return read_fleet(PrometheusClient(self.url, timeout_s=5.0))
+
+
+def wait_for(
+    url: str, prometheus: subprocess.Popen[str], tmp: Path, ready: Callable[[Fleet], bool]
+) -> Fleet:
+    """The fleet ``url``'s Prometheus knows, once ``ready`` says it is complete."""
+    deadline = time.monotonic() + TIMEOUT_S
+    last: object = None
+    while True:
+        check_running(prometheus, tmp)
+        try:
+            fleet = read_fleet(PrometheusClient(url, timeout_s=5.0))
+            last = fleet
+            if ready(fleet):
+                return fleet
+        except PrometheusError as exc:  # not up yet
+            last = exc
+        assert time.monotonic() < deadline, f"fleet not complete: {last}"
+        time.sleep(0.5)
 
 
 def _ready(fleet: Fleet) -> bool:
@@ -149,32 +222,10 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
             b, b_addr = start_exporter("dgx", "box-b")
             procs.append(b)
             dead = f"127.0.0.1:{free_port()}"
-            config = tmp / "prometheus.yml"
-            config.write_text(
-                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
-                "  evaluation_interval: 1s\n"
-                "scrape_configs:\n"
-                "  - job_name: gputop\n"
-                f"    static_configs:\n      - targets: ['{a_addr}', '{b_addr}', '{dead}']\n"
-                "  - job_name: dcgm\n"
-                f"    static_configs:\n      - targets: ['{dcgm.address}', '{dcgm_main.address}']\n"
-            )
-            port = free_port()
-            log = stack.enter_context((tmp / "prometheus.log").open("w"))
-            prometheus = subprocess.Popen(
-                [
-                    binary,
-                    f"--config.file={config}",
-                    f"--storage.tsdb.path={tmp / 'data'}",
-                    f"--web.listen-address=127.0.0.1:{port}",
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                text=True,
-            )
-            procs.append(prometheus)
+            jobs = {"gputop": [a_addr, b_addr, dead], "dcgm": [dcgm.address, dcgm_main.address]}
+            url, prometheus = stack.enter_context(run_prometheus(binary, tmp, jobs))
             lab = Lab(
-                url=f"http://127.0.0.1:{port}",
+                url=url,
                 targets={
                     "box-a": a_addr,
                     "box-b": b_addr,
@@ -183,22 +234,10 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
                     "dead": dead,
                 },
                 exporters={"box-a": a, "box-b": b},
+                binary=binary,
+                tmp=tmp,
             )
-            deadline = time.monotonic() + TIMEOUT_S
-            last: object = None
-            while True:
-                if prometheus.poll() is not None:
-                    text = (tmp / "prometheus.log").read_text()[-2000:]
-                    pytest.fail(f"prometheus exited: {text}")
-                try:
-                    fleet = lab.fleet()
-                    last = fleet
-                    if _ready(fleet):
-                        break
-                except PrometheusError as exc:  # not up yet
-                    last = exc
-                assert time.monotonic() < deadline, f"fleet not complete: {last}"
-                time.sleep(0.5)
+            wait_for(url, prometheus, tmp, _ready)
             yield lab
         finally:
             for proc in reversed(procs):

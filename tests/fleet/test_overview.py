@@ -6,6 +6,7 @@ in test_fleet_prometheus.py); the reads still run on the poller's own thread."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -15,9 +16,19 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Static
 
 from gputop.fleet.client import Answer, PrometheusError, Series
-from gputop.fleet.model import Fleet, build_fleet
+from gputop.fleet.model import (
+    HISTORY_POINTS,
+    Fleet,
+    FleetHost,
+    FleetProcess,
+    HostHistory,
+    build_fleet,
+)
 from gputop.ui.fleet.app import FleetApp
+from gputop.ui.fleet.host import HostScreen
 from gputop.ui.fleet.poller import PollState, stale_s
+from gputop.ui.fleet.screen import SPARK_COLUMNS, FleetScreen
+from gputop.ui.text import GLYPHS, sparkline
 
 
 def _gpu(
@@ -153,3 +164,109 @@ def test_stale_rule() -> None:
     assert stale_s(failed, 101.0, interval_s=5) == 1.0
     never = PollState(fleet=None, read_mono=None, error="refused", reading_since_mono=None)
     assert stale_s(never, 500.0, interval_s=5) is None
+
+
+def test_a_sparkline_per_host_row() -> None:
+    ramp = tuple(100.0 * i / (HISTORY_POINTS - 1) for i in range(HISTORY_POINTS))
+    gap = (None,) * (HISTORY_POINTS - 2) + (50.0, 100.0)
+    history = {"bravo": HostHistory(util_percent=ramp, memory_percent=gap)}
+    fleet = dataclasses.replace(sample_fleet(), history=history)
+    app = FleetApp(lambda: fleet, interval_s=60.0, source="http://p:9090")
+
+    async def body(app: FleetApp, pilot: Pilot[Any]) -> None:
+        await until(pilot, lambda: len(table_hosts(app)) == 4)
+        table = app.screen.query_one("#fleet-hosts", DataTable)
+        keys = [str(c.key.value) for c in table.ordered_columns]
+        assert keys[-2:] == list(SPARK_COLUMNS)
+        bravo = [str(c) for c in table.get_row("bravo")]
+        util, memory = bravo[-2:]
+        assert util == sparkline(ramp, HISTORY_POINTS, top=100.0)
+        assert len(util) == HISTORY_POINTS and util[-1] == GLYPHS.spark[8]
+        levels = [GLYPHS.spark.index(c) for c in util]
+        assert levels == sorted(levels) and levels[0] < levels[-1]  # it rises as the ramp does
+        assert memory == " " * (HISTORY_POINTS - 2) + GLYPHS.spark[4] + GLYPHS.spark[8]
+        alpha = [str(c) for c in table.get_row("alpha")]
+        assert alpha[-2:] == [" " * HISTORY_POINTS] * 2  # no history: blank, not zero
+        await pilot.press("s")  # sorting cycles the data columns only
+        assert app.screen.sort_column == "GPUS"  # type: ignore[attr-defined]
+
+    run(app, body)
+
+
+def test_enter_drills_into_a_host_and_escape_comes_back() -> None:
+    fleet = sample_fleet()
+    asked: list[tuple[str, str]] = []
+
+    def read_processes(host: FleetHost) -> tuple[FleetProcess, ...] | None:
+        asked.append((host.name, threading.current_thread().name))
+        return (
+            FleetProcess(gpu="1", pid="77", user="ana", command="train", memory_bytes=3 << 30),
+            FleetProcess(gpu="0", pid="12", user="bo", command="vllm", memory_bytes=1 << 30),
+        )
+
+    app = FleetApp(
+        lambda: fleet, interval_s=60.0, source="http://p:9090", read_processes=read_processes
+    )
+
+    async def body(app: FleetApp, pilot: Pilot[Any]) -> None:
+        await until(pilot, lambda: len(table_hosts(app)) == 4)
+        await pilot.press("down")  # alpha, bravo, charlie, delta: bravo
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, HostScreen))
+        screen = app.screen
+        assert isinstance(screen, HostScreen) and screen.host_name == "bravo"
+        gpus = screen.query_one("#host-gpus", DataTable)
+        assert [str(gpus.get_row_at(i)[0]) for i in range(gpus.row_count)] == ["0", "1"]
+        assert [str(c) for c in gpus.get_row_at(0)][2:3] == ["90 %"]
+        procs = screen.query_one("#host-processes", DataTable)
+        await until(pilot, lambda: procs.row_count == 2)
+        assert [str(c) for c in procs.get_row_at(0)] == ["1", "77", "ana", "train", "-", "3.0 GiB"]
+        assert asked and asked[0][0] == "bravo" and asked[0][1] != threading.main_thread().name
+        hint = str(screen.query_one("#host-hint", Static).render())
+        assert hint == "read-only: signals are sent on the box: ssh bravo gputop"
+        assert "bravo  2 GPUs" in str(screen.query_one("#host-header", Static).render())
+        await pilot.press("k")  # no key sends a signal: nothing happens
+        assert app.screen is screen
+        await pilot.press("escape")
+        await until(pilot, lambda: isinstance(app.screen, FleetScreen))
+        assert table_hosts(app) == ["alpha", "bravo", "charlie", "delta:9400"]
+
+    run(app, body)
+
+
+def test_a_dcgm_only_host_has_no_process_list() -> None:
+    fleet = sample_fleet()
+    app = FleetApp(lambda: fleet, interval_s=60.0, source="http://p:9090")
+
+    async def body(app: FleetApp, pilot: Pilot[Any]) -> None:
+        await until(pilot, lambda: len(table_hosts(app)) == 4)
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, HostScreen))
+        title = app.screen.query_one("#host-processes-title", Static)
+        await until(pilot, lambda: "dcgm-exporter only" in str(title.render()))
+
+    run(app, body)
+
+
+def test_a_refresh_with_the_same_hosts_updates_only_their_cells() -> None:
+    first = sample_fleet()
+    alpha = first.hosts[0]
+    hot = dataclasses.replace(alpha.gpus[0], util_percent=60.0)
+    second = dataclasses.replace(
+        first, hosts=(dataclasses.replace(alpha, gpus=(hot,)), *first.hosts[1:])
+    )
+    reads = [first]
+    app = FleetApp(lambda: reads[-1], interval_s=60.0, source="http://p:9090")
+
+    async def body(app: FleetApp, pilot: Pilot[Any]) -> None:
+        await until(pilot, lambda: len(table_hosts(app)) == 4)
+        table = app.screen.query_one("#fleet-hosts", DataTable)
+        table.move_cursor(row=2)
+        assert str(table.get_cell("alpha", "UTIL")) == "10 %"
+        reads.append(second)
+        app.poller.refresh()
+        await until(pilot, lambda: str(table.get_cell("alpha", "UTIL")) == "60 %")
+        assert table_hosts(app) == ["alpha", "bravo", "charlie", "delta:9400"]
+        assert table.cursor_row == 2  # the cursor stays where it was
+
+    run(app, body)

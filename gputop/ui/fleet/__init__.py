@@ -25,16 +25,19 @@ def run_fleet_dashboard(
     ensure_terminal()
     from textual.theme import BUILTIN_THEMES
 
-    from gputop.fleet.model import read_fleet
+    from gputop.fleet.model import HISTORY_STEP_S, FleetReader, read_processes
     from gputop.ui.fleet.app import FleetApp
 
     if theme is not None and theme not in BUILTIN_THEMES:
         raise UsageError(f"unknown theme {theme!r}; known: {', '.join(sorted(BUILTIN_THEMES))}")
+    # the sparklines' two range queries once a history step, not every refresh
+    reader = FleetReader(client, history_every=round(HISTORY_STEP_S / interval_s))
     app = FleetApp(
-        lambda: read_fleet(client),
+        reader,
         interval_s=interval_s,
         source=client.base_url,
         theme=theme,
+        read_processes=lambda host: read_processes(client, host),
     )
     received: list[int] = []
 

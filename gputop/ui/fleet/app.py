@@ -1,4 +1,5 @@
-"""The fleet overview's App: one screen, a poller thread, no driver."""
+"""The fleet overview's App: the overview screen, a host's drill-down, a poller thread, no
+driver."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Callable
 from textual.app import App
 
 from gputop.fleet.model import Fleet
+from gputop.ui.fleet.host import HostScreen, ReadProcesses
 from gputop.ui.fleet.poller import FleetPoller
 from gputop.ui.fleet.screen import FleetScreen
 
@@ -26,9 +28,11 @@ class FleetApp(App[int]):
         interval_s: float,
         source: str,
         theme: str | None = None,
+        read_processes: ReadProcesses = lambda _host: None,
     ) -> None:
         super().__init__()
         self.source = source
+        self.read_processes = read_processes  # a host's, for its drill-down (off the UI thread)
         self.requested_theme = theme
         self.poller = FleetPoller(read, interval_s=interval_s, on_change=self._changed)
 
@@ -44,8 +48,12 @@ class FleetApp(App[int]):
 
     def _show(self) -> None:
         screen = self.screen
-        if isinstance(screen, FleetScreen):
+        if isinstance(screen, (FleetScreen, HostScreen)):
             screen.show_state()
+
+    def show_host(self, name: str) -> None:
+        """Drill into host ``name`` (Escape comes back)."""
+        self.push_screen(HostScreen(self.poller, name, self.read_processes))
 
     def on_unmount(self) -> None:
         self.poller.stop()

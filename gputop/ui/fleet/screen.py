@@ -1,5 +1,6 @@
 """The fleet overview's screen: a header line (with STALE), the host table (sortable,
-filterable), and the stuck-process report under it."""
+filterable, a utilisation and a memory sparkline per host; Enter drills into a host), and the
+stuck-process report under it."""
 
 from __future__ import annotations
 
@@ -14,9 +15,14 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
-from gputop.fleet.model import Fleet, FleetHost
+from gputop.fleet.model import HISTORY_POINTS, HISTORY_STEP_S, Fleet, FleetHost, HostHistory
 from gputop.fleet.text import COLUMNS, RIGHT, host_cells, render_stuck_report
 from gputop.ui.fleet.poller import FleetPoller, stale_s
+from gputop.ui.text import sparkline
+
+_WINDOW = f"{(HISTORY_POINTS - 1) * HISTORY_STEP_S / 60:.0f}m"
+# the sparklines of the last minutes (not sortable): mean GPU utilisation, GPU memory used
+SPARK_COLUMNS = (f"UTIL {_WINDOW}", f"MEM {_WINDOW}")
 
 
 def _number(value: float | int | None) -> float | None:
@@ -104,6 +110,7 @@ class FleetScreen(Screen[None]):
         self.sort_reverse = False
         self.filter_text = ""
         self.shown: list[str] = []  # host names in table order
+        self.rows: dict[str, list[Text]] = {}  # host name -> its cells as shown
 
     def compose(self) -> ComposeResult:
         yield Static(id="fleet-header")
@@ -120,7 +127,7 @@ class FleetScreen(Screen[None]):
 
     def on_mount(self) -> None:
         table = self.query_one("#fleet-hosts", DataTable)
-        for column in COLUMNS:
+        for column in (*COLUMNS, *SPARK_COLUMNS):
             table.add_column(column, key=column)
         self.show_state()
         self.set_interval(1.0, self.show_header)
@@ -136,13 +143,29 @@ class FleetScreen(Screen[None]):
             [] if fleet is None else sort_hosts(fleet.hosts, self.sort_column, self.sort_reverse)
         )
         hosts = [h for h in hosts if matches(h, self.filter_text)]
-        current = self.shown[table.cursor_row] if 0 <= table.cursor_row < len(self.shown) else None
-        table.clear()
-        for host in hosts:
-            table.add_row(*self._cells(host), key=host.name)
-        self.shown = [h.name for h in hosts]
-        if current in self.shown:
-            table.move_cursor(row=self.shown.index(current))
+        history = fleet.history if fleet is not None else {}
+        rows = {h.name: self._cells(h, history.get(h.name)) for h in hosts}
+        names = list(rows)
+        if names == self.shown and table.row_count == len(names):
+            # The same rows in the same order (the usual refresh): only the cells that changed.
+            # Rebuilding 500 rows every refresh was most of the overview's own CPU.
+            columns = (*COLUMNS, *SPARK_COLUMNS)
+            for name, cells in rows.items():
+                old = self.rows.get(name, [])
+                for column, cell, before in zip(columns, cells, old, strict=True):
+                    if (cell.plain, cell.style) != (before.plain, before.style):
+                        table.update_cell(name, column, cell)
+        else:
+            current = (
+                self.shown[table.cursor_row] if 0 <= table.cursor_row < len(self.shown) else None
+            )
+            table.clear()
+            for name, cells in rows.items():
+                table.add_row(*cells, key=name)
+            self.shown = names
+            if current in self.shown:
+                table.move_cursor(row=self.shown.index(current))
+        self.rows = rows
         for column in COLUMNS:
             arrow = (" ▼" if self.sort_reverse else " ▲") if column == self.sort_column else ""
             table.columns[column].label = Text(column + arrow)  # type: ignore[index]
@@ -163,9 +186,9 @@ class FleetScreen(Screen[None]):
         )
 
     @staticmethod
-    def _cells(host: FleetHost) -> list[Text | str]:
+    def _cells(host: FleetHost, history: HostHistory | None) -> list[Text]:
         cells = host_cells(host)
-        row: list[Text | str] = []
+        row: list[Text] = []
         for column in COLUMNS:
             value = cells[column]
             style = ""
@@ -174,6 +197,11 @@ class FleetScreen(Screen[None]):
             elif column in ("STUCK", "UNATTR") and value not in ("-", "0"):
                 style = "bold yellow"
             row.append(Text(value, style=style, justify="right" if column in RIGHT else "left"))
+        empty = (None,) * HISTORY_POINTS
+        trends = (
+            (empty, empty) if history is None else (history.util_percent, history.memory_percent)
+        )
+        row.extend(Text(sparkline(values, HISTORY_POINTS, top=100.0)) for values in trends)
         return row
 
     # -- keys -------------------------------------------------------------------------------
@@ -188,6 +216,8 @@ class FleetScreen(Screen[None]):
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
         column = str(event.column_key.value)
+        if column not in SORT_KEYS:  # a sparkline
+            return
         if column == self.sort_column:
             self.sort_reverse = not self.sort_reverse
         else:
@@ -218,3 +248,8 @@ class FleetScreen(Screen[None]):
 
     def action_refresh(self) -> None:
         self.poller.refresh()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """Enter on a host row: its GPUs and processes."""
+        if event.data_table.id == "fleet-hosts" and event.row_key.value is not None:
+            self.app.show_host(str(event.row_key.value))  # type: ignore[attr-defined]

@@ -1,0 +1,161 @@
+"""One host of the fleet, drilled into: its GPUs (from the overview's newest read) and its
+processes (gputop_process_gpu_memory_bytes, one query at each refresh while shown, on a worker
+thread). Read-only: a signal is sent on the box itself."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from gputop.errors import GputopError
+from gputop.fleet.model import FleetHost, FleetProcess
+from gputop.fleet.text import gib, stuck_words
+from gputop.ui.fleet.poller import FleetPoller
+
+ReadProcesses = Callable[[FleetHost], "tuple[FleetProcess, ...] | None"]
+
+GPU_COLUMNS = ("GPU", "MODEL", "UTIL", "MEMORY", "POWER", "TEMP")
+PROCESS_COLUMNS = ("GPU", "PID", "USER", "COMMAND", "CONTAINER", "GPU MEMORY")
+RIGHT = frozenset({"GPU", "UTIL", "MEMORY", "POWER", "TEMP", "PID", "GPU MEMORY"})
+
+
+def signal_hint(host: str) -> str:
+    return f"read-only: signals are sent on the box: ssh {host} gputop"
+
+
+def _number(value: float | None, unit: str, digits: int = 0) -> str:
+    return "-" if value is None else f"{value:.{digits}f}{unit}"
+
+
+class HostScreen(Screen[None]):
+    """``host``'s GPUs and processes; Escape goes back to the overview."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "app.pop_screen", "Back"),
+        Binding("q", "app.quit", "Quit"),
+    ]
+
+    class ProcessesRead(Message):
+        """A processes read ended: what it found (None: no gputop exporter), or its error."""
+
+        def __init__(self, processes: tuple[FleetProcess, ...] | None, error: str | None) -> None:
+            super().__init__()
+            self.processes = processes
+            self.error = error
+
+    def __init__(self, poller: FleetPoller, host: str, read_processes: ReadProcesses) -> None:
+        super().__init__()
+        self.poller = poller
+        self.host_name = host
+        self.read_processes = read_processes
+        self.processes: tuple[FleetProcess, ...] | None = None
+        self.processes_error: str | None = None
+        self.processes_read = False
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="host-header")
+        gpus: DataTable[Text] = DataTable(id="host-gpus", cursor_type="none")
+        yield gpus
+        yield Static(id="host-processes-title")
+        processes: DataTable[Text] = DataTable(
+            id="host-processes", cursor_type="row", zebra_stripes=True
+        )
+        yield processes
+        yield Static(signal_hint(self.host_name), id="host-hint")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        for column in GPU_COLUMNS:
+            self.query_one("#host-gpus", DataTable).add_column(column, key=column)
+        for column in PROCESS_COLUMNS:
+            self.query_one("#host-processes", DataTable).add_column(column, key=column)
+        self.show_state()
+        self.query_one("#host-processes", DataTable).focus()
+
+    def host(self) -> FleetHost | None:
+        fleet = self.poller.state.fleet
+        if fleet is None:
+            return None
+        return next((h for h in fleet.hosts if h.name == self.host_name), None)
+
+    def show_state(self) -> None:
+        """The poller's newest read of the host, and a new read of its processes."""
+        host = self.host()
+        header = Text(self.host_name, style="bold")
+        gpus: DataTable[Text] = self.query_one("#host-gpus", DataTable)
+        gpus.clear()
+        if host is None:
+            header.append("  no longer in the fleet")
+        else:
+            header.append(f"  {len(host.gpus)} GPUs")
+            if host.down:
+                header.append("  DOWN", style="bold red")
+            words = stuck_words(host)
+            if words:
+                header.append(f"  {', '.join(words)}", style="bold yellow")
+            for gpu in host.gpus:
+                used, total = gpu.memory_used_bytes, gpu.memory_total_bytes
+                cells = {
+                    "GPU": gpu.gpu,
+                    "MODEL": gpu.model or "-",
+                    "UTIL": _number(gpu.util_percent, " %"),
+                    "MEMORY": "-" if used is None else f"{gib(used)} / {gib(total)} GiB",
+                    "POWER": _number(gpu.power_w, " W"),
+                    "TEMP": _number(gpu.temperature_c, "°C"),
+                }
+                gpus.add_row(*(self._cell(c, cells[c]) for c in GPU_COLUMNS), key=gpu.uuid or None)
+            self.read(host)
+        self.query_one("#host-header", Static).update(header)
+        self.show_processes()
+
+    @work(thread=True, exclusive=True, group="processes")
+    def read(self, host: FleetHost) -> None:
+        """Off the UI thread: the host's processes, handed over as a message."""
+        try:
+            found = self.read_processes(host)
+        except GputopError as exc:
+            self.post_message(self.ProcessesRead(None, str(exc)))
+        except Exception as exc:  # noqa: BLE001 - the drill-down stays up, and says why
+            self.post_message(self.ProcessesRead(None, f"{type(exc).__name__}: {exc}"))
+        else:
+            self.post_message(self.ProcessesRead(found, None))
+
+    def on_host_screen_processes_read(self, message: ProcessesRead) -> None:
+        self.processes, self.processes_error = message.processes, message.error
+        self.processes_read = True
+        self.show_processes()
+
+    def show_processes(self) -> None:
+        title = self.query_one("#host-processes-title", Static)
+        table: DataTable[Text] = self.query_one("#host-processes", DataTable)
+        table.clear()
+        if self.processes_error is not None:
+            title.update(Text(f"Processes: {self.processes_error}", style="bold red"))
+        elif not self.processes_read:
+            title.update("Processes: reading…")
+        elif self.processes is None:
+            title.update("Processes: not known (dcgm-exporter only: run gputop export there)")
+        else:
+            title.update(f"Processes ({len(self.processes)})")
+            for proc in self.processes:
+                cells = {
+                    "GPU": proc.gpu,
+                    "PID": proc.pid,
+                    "USER": proc.user or "-",
+                    "COMMAND": proc.command or "-",
+                    "CONTAINER": proc.container or "-",
+                    "GPU MEMORY": f"{gib(proc.memory_bytes)} GiB",
+                }
+                table.add_row(*(self._cell(c, cells[c]) for c in PROCESS_COLUMNS))
+
+    @staticmethod
+    def _cell(column: str, value: str) -> Text:
+        return Text(value, justify="right" if column in RIGHT else "left")

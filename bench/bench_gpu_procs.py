@@ -8,7 +8,8 @@ a temporary folder, and measured:
 * the real dashboard in a 200x60 tmux pane on it: time to the first frame, and CPU (gputop and
   its driver process) over GPUTOP_BENCH_GPU_PROCS_SECONDS (default 20 s) after a warm-up.
 
-GPUTOP_BENCH_GPU_PROCS_SIZES overrides the sizes (comma separated; 0 skips this bench).
+GPUTOP_BENCH_GPU_PROCS_SIZES overrides the sizes (comma separated; 0 skips this bench); a size
+ending in ``s`` (``5000s``) is the steady load of :func:`write_scenario`.
 """
 
 from __future__ import annotations
@@ -37,8 +38,13 @@ WARMUP_S = 10.0
 TICKS = 25
 
 
-def write_scenario(pids: list[int], path: Path) -> Path:
-    """The dgx scenario with its processes replaced by ``pids``, spread over its 8 GPUs."""
+def write_scenario(pids: list[int], path: Path, *, steady: bool = False) -> Path:
+    """The dgx scenario with its processes replaced by ``pids``, spread over its 8 GPUs.
+
+    Every process's memory and utilisation move each second (the worst case: every row changes
+    every tick), or with ``steady`` as inference workers' do: memory flat once loaded (the
+    caching allocator keeps it), one worker in ten busy at a time.
+    """
     text = resources.files("gputop.sim").joinpath("scenarios", "dgx.toml").read_text("utf-8")
     data: dict[str, Any] = tomllib.loads(text)
     data.pop("actor", None)
@@ -46,16 +52,21 @@ def write_scenario(pids: list[int], path: Path) -> Path:
     for gpu in gpus:
         gpu["processes"] = []
     for i, pid in enumerate(pids):
+        busy = not steady or i % 10 == 0
         gpus[i % len(gpus)]["processes"].append(
             {
                 "pid": pid,
                 "name": "python3",
-                "used_memory_mib": {"base": 200 + i % 700, "amp": 20, "period": 10 + i % 30},
-                "sm_util": {"base": i % 50, "amp": 5, "period": 11},
-                "mem_util": {"base": 5, "amp": 3, "period": 13},
+                "used_memory_mib": (
+                    200 + i % 700
+                    if steady
+                    else {"base": 200 + i % 700, "amp": 20, "period": 10 + i % 30}
+                ),
+                "sm_util": {"base": i % 50, "amp": 5, "period": 11} if busy else 0,
+                "mem_util": {"base": 5, "amp": 3, "period": 13} if busy else 0,
             }
         )
-    data["name"] = f"gpu-procs-{len(pids)}"
+    data["name"] = f"gpu-procs-{len(pids)}{'-steady' if steady else ''}"
     path.write_text(json.dumps(data))
     return path
 
@@ -112,8 +123,8 @@ def _dashboard(scenario: Path, seconds: float) -> tuple[float, float, float]:
 
 
 def main() -> None:
-    raw = os.environ.get("GPUTOP_BENCH_GPU_PROCS_SIZES", "40,500,5000")
-    sizes = sorted(int(s) for s in raw.split(",") if s.strip() and int(s) > 0)
+    raw = os.environ.get("GPUTOP_BENCH_GPU_PROCS_SIZES", "40,500,5000,5000s")
+    sizes = [s.strip() for s in raw.split(",") if s.strip() and int(s.strip().rstrip("s")) > 0]
     crowd = Crowd(900)
     if not sizes or not crowd.available:
         print("gpu_procs: skipped")
@@ -122,10 +133,13 @@ def main() -> None:
     print("GPU processes | sampler tick ms | first frame s | dashboard % of a core (driver %)")
     with tempfile.TemporaryDirectory(prefix="gputop-bench-") as tmp, crowd:
         for size in sizes:
-            crowd.grow(size)
-            scenario = write_scenario(crowd.pids, Path(tmp) / f"{size}.json")
+            steady = size.endswith("s")
+            count = int(size.rstrip("s"))
+            crowd.grow(count)
+            scenario = write_scenario(crowd.pids[:count], Path(tmp) / f"{size}.json", steady=steady)
             tick_ms = _sampler_tick_ms(scenario)
-            line = f"gpu_procs_{size}: {tick_ms:.1f}"
+            label = f"{size.rstrip('s')}_steady" if steady else size
+            line = f"gpu_procs_{label}: {tick_ms:.1f}"
             if shutil.which("tmux") is not None:
                 first, cpu, driver = _dashboard(scenario, seconds)
                 line += f" | {first:.2f} | {cpu:.2f} ({driver:.2f})"

@@ -1,6 +1,7 @@
 """The IPython extension's cost per cell, on the simulated dgx box (8 GPUs, ~40 processes).
 
-A real InteractiveShell runs the same cells without and with ``%load_ext gputop``:
+A real InteractiveShell runs the same cells without and with ``%load_ext gputop`` tracking them
+(alternating, run by run):
 
 - a cell of pure Python (``x = 1``): the fixed cost per cell (a start and an end read of the
   driver, a sampler thread started and joined, the line formatted);
@@ -25,7 +26,7 @@ from gputop.engine.source import open_source
 CELLS = {
     "pure_python": ("x = 1", 200),
     "small_work": ("_ = sum(i * i for i in range(200_000))", 30),
-    "long_work": ("_ = sum(i * i for i in range(3_000_000))", 5),
+    "long_work": ("_ = sum(i * i for i in range(3_000_000))", 15),
 }
 
 
@@ -39,29 +40,39 @@ def _shell() -> Any:
     return InteractiveShell.instance(config=config)
 
 
-def _per_cell(shell: Any, cell: str, runs: int) -> float:
-    """Median seconds per ``run_cell`` (after two warm-up runs)."""
+def _timed(shell: Any, cell: str) -> float:
+    t0 = time.perf_counter()
+    shell.run_cell(cell, store_history=True)
+    return time.perf_counter() - t0
+
+
+def _per_cell(shell: Any, monitor: Any, cell: str, runs: int) -> tuple[float, float]:
+    """Median seconds per ``run_cell`` without and with the extension tracking it.
+
+    The two alternate run by run (``%gputop off``/``on`` as a user would), so a machine that
+    gets busier or quieter meanwhile shifts both alike.
+    """
     for _ in range(2):
         shell.run_cell(cell, store_history=True)
-    times = []
+    without, tracked = [], []
     for _ in range(runs):
-        t0 = time.perf_counter()
-        shell.run_cell(cell, store_history=True)
-        times.append(time.perf_counter() - t0)
-    return median(times)
+        monitor.enabled = False
+        without.append(_timed(shell, cell))
+        monitor.enabled = True
+        tracked.append(_timed(shell, cell))
+    return median(without), median(tracked)
 
 
 def main() -> None:
     """Print 'name: value unit' lines."""
+    # As the extension opens it by default (gputop.api's shared source), on the demo.
     source = open_source(demo="dgx")
     shell = _shell()
     try:
-        without = {name: _per_cell(shell, cell, n) for name, (cell, n) in CELLS.items()}
         monitor = notebook.load_ipython_extension(shell)
         monitor.source, monitor.file = source, io.StringIO()
-        with_ext = {name: _per_cell(shell, cell, n) for name, (cell, n) in CELLS.items()}
-        for name in CELLS:
-            base, tracked = without[name], with_ext[name]
+        for name, (cell, runs) in CELLS.items():
+            base, tracked = _per_cell(shell, monitor, cell, runs)
             print(f"cell_{name}_without: {base * 1000:.2f} ms")
             print(f"cell_{name}_with_gputop: {tracked * 1000:.2f} ms")
             print(f"cell_{name}_overhead: {(tracked - base) * 1000:.2f} ms")

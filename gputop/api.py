@@ -20,7 +20,7 @@ from typing import IO, Any
 
 from gputop import units
 from gputop.engine.model import Snapshot
-from gputop.engine.source import Source, open_source
+from gputop.engine.source import PidMemory, Source, open_source, pid_memory_of
 from gputop.units import MiB
 
 _lock = threading.RLock()  # one reader of the shared source at a time
@@ -67,8 +67,18 @@ def _read(source: Source | None) -> Snapshot:
         return src.snapshot()
 
 
+def _read_pids(source: Source | None, pids: Iterable[int]) -> PidMemory:
+    """The GPU memory of ``pids`` per GPU: the light read where the source has it."""
+    src = _source(source)
+    light = getattr(src, "pid_memory", None)  # a caller's own Source may have only snapshot()
+    with _lock:
+        return light(pids) if light is not None else pid_memory_of(src.snapshot(), pids)
+
+
 def snapshot(*, source: Source | None = None) -> Snapshot:
-    """A complete, typed Snapshot with processes joined to the OS view (as ``gputop --json``)."""
+    """A complete, typed Snapshot with processes joined to the OS view (as ``gputop --json``;
+    ``counters``, the exporter's energy/Xid/NVLink readings, only from a source opened with
+    ``open_source(counters=True)``)."""
     from gputop.engine.enrich import enrich  # psutil only when processes are wanted
     from gputop.engine.holders import scan_holders
 
@@ -271,6 +281,7 @@ class Tracker:
         host: bool | None = None,
         torch: bool | None = None,
         max_share: float | None = None,
+        devices: bool = True,
     ) -> None:
         self.interval_s = interval_s
         self.max_share = max_share  # at most this share of the time spent sampling (None: no cap)
@@ -278,6 +289,9 @@ class Tracker:
         pids = None if pids is None else tuple(pids)  # an iterator is read once
         own = pids is None or pids == (os.getpid(),)
         self._gpu = gpu  # False: no NVML reads at all (no GPU here)
+        # False: the PIDs' memory only, from the process lists (no whole snapshots, no
+        # report.devices): a fraction of the cost, for the notebook's line after each cell.
+        self._devices = devices
         self._host = own if host is None else host
         self._torch_wanted = own if torch is None else torch
         self._cuda: Any | None = None
@@ -373,25 +387,29 @@ class Tracker:
                 r.samples += 1
 
     def _sample_gpu(self) -> None:
+        pids = self._report.pids
         try:
-            snap = _read(self._source)
+            if self._devices:
+                snap = _read(self._source)
+                mine = pid_memory_of(snap, pids)
+            else:
+                snap, mine = None, _read_pids(self._source, pids)
         except Exception:  # noqa: BLE001 - a thread's top level: never disturb the tracked code
             self.errors += 1
             return
-        at_s = snap.taken_at_mono - self._t0
-        pids = set(self._report.pids)
+        at_s = mine.taken_at_mono - self._t0
         with self._data_lock:
             r = self._report
-            total = 0
-            for g in snap.gpus:
-                if g.memory_used_bytes is not None:
-                    _update(r.devices, g.index, g.memory_used_bytes, at_s, start=None)
-                mine = sum(p.used_memory_bytes or 0 for p in g.processes if p.pid in pids)
-                total += mine
-                if mine or g.index in r.process_by_device:
+            if snap is not None:
+                for g in snap.gpus:
+                    if g.memory_used_bytes is not None:
+                        _update(r.devices, g.index, g.memory_used_bytes, at_s, start=None)
+            total = mine.total_bytes
+            for index, used in mine.by_gpu_bytes:
+                if used or index in r.process_by_device:
                     # A GPU the process starts using mid-block started at 0 bytes.
                     first = None if r.samples == 0 else 0
-                    _update(r.process_by_device, g.index, mine, at_s, start=first)
+                    _update(r.process_by_device, index, used, at_s, start=first)
             if r.process is None:
                 r.process = MemoryTrace(start_bytes=total, end_bytes=total, peak_bytes=total)
             else:
@@ -427,6 +445,7 @@ def track(
     host: bool | None = None,
     torch: bool | None = None,
     max_share: float | None = None,
+    devices: bool = True,
 ) -> Tracker:
     """``with gputop.track("stage") as t:`` -- GPU memory of each device and of this process.
 
@@ -441,6 +460,8 @@ def track(
     turn those on or off; ``gpu=False`` reads no NVML at all. torch is never imported here.
     ``max_share`` (e.g. 0.05) spaces the reads out when one costs more than that share of the
     interval, so slow drivers or many GPUs never take more than that share of the time.
+    ``devices=False`` drops the per-GPU all-process figures (``report.devices``) and reads only
+    the tracked PIDs' memory from the driver's process lists: much cheaper per sample.
     """
     return Tracker(
         label,
@@ -451,6 +472,7 @@ def track(
         host=host,
         torch=torch,
         max_share=max_share,
+        devices=devices,
     )
 
 
@@ -549,6 +571,7 @@ class Stages:
             pids=None,
             source=self._source,
             gpu=self._gpu,
+            devices=False,  # the stage table shows no per-GPU all-process figures
         )
 
     def __enter__(self) -> Stages:

@@ -194,7 +194,7 @@ def _run_one_shot(args: argparse.Namespace) -> int:
     from gputop.engine.holders import scan_holders
     from gputop.engine.source import source_from_args
 
-    source = source_from_args(args)
+    source = source_from_args(args, counters=bool(args.json))  # only --json shows them
     try:
         # Enrich before close(): closing the demo ends its real processes. close() never waits
         # for a driver process stuck in a call: it is killed.

@@ -6,7 +6,9 @@ initialised CUDA, the caching allocator (allocated, reserved, reclaimable, its o
 the cell) and the CUDA context overhead (NVML's figure minus torch's reserved).
 
 Each cell runs inside a :class:`gputop.api.Tracker` sampling in a daemon thread, so a peak that is
-gone again before the cell ends is still caught. ``%gputop on|off|brief|full|summary|reclaim``.
+gone again before the cell ends is still caught. Its readings are the light ones (the driver's
+process lists only, ``Source.pid_memory``); ``full`` also takes whole snapshots for its table.
+``%gputop on|off|brief|full|summary|reclaim``.
 Nothing here imports IPython or torch: the shell is handed in, torch is read from sys.modules.
 """
 
@@ -154,7 +156,7 @@ class CellMonitor:
         *,
         source: Source | None = None,
         interval_s: float = 0.01,
-        max_share: float = 0.05,
+        max_share: float = 0.02,
         file: IO[str] | None = None,
     ) -> None:
         self.shell = shell
@@ -192,6 +194,7 @@ class CellMonitor:
                 source=self.source,
                 gpu=self.gpu,
                 max_share=self.max_share,
+                devices=self.full,  # only the full table shows each GPU's all-process figures
             )
             tracker.__enter__()
             self._tracker = tracker
@@ -230,7 +233,7 @@ class CellMonitor:
     def _probe(self) -> bool:
         """Whether NVML answers here; if not, say so once and track the host (and torch) only."""
         try:
-            api._read(self.source)
+            api._read_pids(self.source, (os.getpid(),))
         except Exception as e:  # noqa: BLE001 - no driver, no GPU: still a useful extension
             self._say(f"{PREFIX} no GPU readings ({e}); tracking host memory only")
             return False
@@ -298,11 +301,7 @@ class CellMonitor:
         gpu = None
         if self.gpu is not False:
             try:
-                me = os.getpid()
-                snap = api._read(self.source)
-                gpu = sum(
-                    p.used_memory_bytes or 0 for g in snap.gpus for p in g.processes if p.pid == me
-                )
+                gpu = api._read_pids(self.source, (os.getpid(),)).total_bytes
             except Exception:  # noqa: BLE001 - no GPU reading
                 gpu = None
         reserved = allocated = None

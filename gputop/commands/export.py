@@ -262,7 +262,7 @@ def _run_until(args: argparse.Namespace, stop: threading.Event) -> None:
     parts = _open_outputs(args)
     source = None
     try:
-        source = source_from_args(args)
+        source = source_from_args(args, counters=True)  # energy, Xid, NVLink... are exported
         parts.sampler = Sampler(source, interval_s=args.interval)
         parts.collector.holder = parts.sampler
         if getattr(args, "hostname", None):

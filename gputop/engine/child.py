@@ -10,6 +10,8 @@ parent -> child                         child -> parent
                                         a reading is slow, ("gpu", seq, GpuSample) for each GPU
                                         that has answered
 ("probes", probes, explain)             (nothing: the next reads carry them)
+("pids", n, pids)                       ("pids", n, PidMemory) or ("pids", n, why): the light
+                                        read (their GPU memory, process lists only)
 ("flush", seq)                          the GPUs of reading seq that answered, its "slow",
                                         then ("flushed", seq): a one-shot's time is up
 ("bye",)                                (exits at once)
@@ -165,6 +167,8 @@ class _Child:
             message = self.requests.get()
             if message[0] == "read":
                 self._read(source, int(message[1]))
+            elif message[0] == "pids":
+                self._read_pids(source, int(message[1]), message[2])
             elif message[0] == "probes":
                 request = getattr(source, "request_probes", None)
                 if request is not None:
@@ -183,6 +187,7 @@ class _Child:
                 demo=config.get("demo"),
                 scenario=config.get("scenario"),
                 fallback_to_demo=bool(config.get("fallback_to_demo")),
+                counters=bool(config.get("counters")),
             )
         except GputopError as exc:
             kind = (
@@ -228,6 +233,13 @@ class _Child:
                 self._progress = None
         # gputop's request number is the snapshot's: it goes on rising across restarts.
         self._send(("snap", seq, replace(snapshot, seq=seq)))
+
+    def _read_pids(self, source: Any, n: int, pids: tuple[int, ...]) -> None:
+        try:
+            result: Any = source.pid_memory(pids)
+        except Exception as exc:  # noqa: BLE001 - the driver layer's failure: report it, serve on
+            result = f"{type(exc).__name__}: {exc}"
+        self._send(("pids", n, result))
 
     def _set_busy(self, seq: int | None) -> None:
         with self._lock:

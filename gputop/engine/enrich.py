@@ -187,12 +187,23 @@ def _merge_type(types: set[ProcessType]) -> ProcessType | None:
     return ProcessType.MIXED
 
 
-def _listed_by_pid(gpus: Iterable[GpuSample]) -> dict[int, list[GpuProcess]]:
+def _listed_by_pid(
+    gpus: Iterable[GpuSample],
+) -> tuple[dict[int, list[GpuProcess]], dict[int, int]]:
+    """Each listed PID's contexts, and its GPU memory summed over them (unknown counts 0)."""
     by_pid: dict[int, list[GpuProcess]] = {}
+    used: dict[int, int] = {}
     for gpu in gpus:
         for p in gpu.processes:
-            by_pid.setdefault(p.pid, []).append(p)
-    return by_pid
+            pid = p.pid
+            contexts = by_pid.get(pid)
+            if contexts is None:
+                by_pid[pid] = [p]
+                used[pid] = p.used_memory_bytes or 0
+            else:
+                contexts.append(p)
+                used[pid] += p.used_memory_bytes or 0
+    return by_pid, used
 
 
 def _is_daemon(info: ProcInfo) -> bool:
@@ -232,7 +243,10 @@ class RowMemo:
 
     def __init__(self) -> None:
         self._verdicts: dict[int, _Verdict] = {}
+        # Each process's row and the driver's entries it was built from, last call.
+        self._rows: dict[int, tuple[list[GpuProcess], ProcessRow]] = {}
         self.reused = 0  # verdicts reused in the last call
+        self.rows_reused = 0  # whole rows reused in the last call
 
 
 def _verdict(
@@ -407,13 +421,16 @@ def process_rows(
     reading, device files and listing are unchanged.
     """
     last = memo._verdicts if memo is not None else {}
+    last_rows = memo._rows if memo is not None else {}
     verdicts: dict[int, _Verdict] = {}
-    listed = _listed_by_pid(gpus)
+    built: dict[int, tuple[list[GpuProcess], ProcessRow]] = {}
+    rows_reused = 0
+    listed, used = _listed_by_pid(gpus)
     held = holders.holders if holders is not None else {}
     devices = DeviceMap.of(gpus)
     # The most GPU memory first: past the reader's allowance of new processes a tick, those on
     # screen in the default order are read first.
-    pids = sorted(listed, key=lambda pid: -sum(p.used_memory_bytes or 0 for p in listed[pid]))
+    pids = sorted(listed, key=used.__getitem__, reverse=True)
     pids += [pid for pid in held if pid not in listed]
     infos = reader.read_many(pids) if reader is not None else _read_all(pids)
     rows: list[ProcessRow] = []
@@ -446,12 +463,32 @@ def process_rows(
             info, bool(contexts), files, suspect=suspect, devices=devices, last=last.get(pid)
         )
         verdicts[pid] = verdict
-        rows.append(_build_row(verdict, contexts, history))
+        before = last_rows.get(pid)
+        if before is not None and verdict is last.get(pid) and _same(before[0], contexts):
+            # Nothing it is built from changed (the driver's entries are the last reading's
+            # objects when equal: wire.Interner), and neither can its peak: it is this row's.
+            row = before[1]
+            rows_reused += 1
+        else:
+            row = _build_row(verdict, contexts, history)
+        built[pid] = (contexts, row)
+        rows.append(row)
     if memo is not None:
         memo.reused = sum(1 for pid, v in verdicts.items() if last.get(pid) is v)
+        memo.rows_reused = rows_reused
         memo._verdicts = verdicts
+        memo._rows = built
     rows.sort(key=lambda r: (r.gpu_indices[0] if r.gpu_indices else 1 << 30, r.pid))
     return tuple(rows)
+
+
+def _same(old: list[GpuProcess], new: list[GpuProcess]) -> bool:
+    """The same driver entries (the very objects): one, for all but multi-GPU processes."""
+    if len(old) != len(new):
+        return False
+    if len(new) == 1:
+        return old[0] is new[0]
+    return all(a is b for a, b in zip(old, new, strict=True))
 
 
 def _read_all(pids: Iterable[int]) -> dict[int, ProcInfo]:

@@ -25,15 +25,17 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
 from gputop.engine.crash import describe_exit
 from gputop.engine.deadline import placeholder
-from gputop.engine.model import GpuSample, Snapshot, SystemInfo
+from gputop.engine.model import GpuProcess, GpuSample, Snapshot, SystemInfo
 from gputop.engine.ourselves import add_helper, drop_helper
 from gputop.engine.sanitize import clean
-from gputop.engine.wire import Sender, WireError, receive
+from gputop.engine.source import PidMemory
+from gputop.engine.wire import Interner, Sender, WireError, receive
 from gputop.errors import DriverError, DriverMissing, DriverTimeout, UsageError
 
 BACKOFF_FIRST_S = 0.5
@@ -67,6 +69,7 @@ class DriverConfig:
     demo: str | None = None
     scenario: str | None = None
     fallback_to_demo: bool = False
+    counters: bool = False  # read Snapshot.counters (the exporter's): costs every tick
 
 
 @dataclass(slots=True, eq=False)
@@ -81,6 +84,7 @@ class _Process:
     death: str | None = None  # why it ended, in words; set once it has
     gpus: dict[int, list[GpuSample]] = field(default_factory=dict)  # seq -> GPUs read so far
     results: dict[int, Snapshot | str] = field(default_factory=dict)  # seq -> reading or failure
+    pid_results: dict[int, PidMemory | str] = field(default_factory=dict)  # light reads, likewise
     slow: dict[int, tuple[str | None, int | None, float]] = field(default_factory=dict)
     flushed: set[int] = field(default_factory=set)  # readings whose answered GPUs are all here
     stderr_tail: collections.deque[bytes] = field(
@@ -107,6 +111,7 @@ class IsolatedSource:
         self._cond = threading.Condition()
         self._closed = False
         self._seq = 0
+        self._pid_seq = 0  # light reads count apart: a Snapshot's seq is gputop's tick number
         self._inflight: tuple[int, float, float] | None = None  # seq, mono, wall of the request
         self._probes: tuple[Any, Any] | None = None
         self._crashes_in_row = 0
@@ -212,6 +217,26 @@ class IsolatedSource:
                     return self._silent_box(seq, timeout_s)
         return self._silent_box(seq, timeout_s)
 
+    def pid_memory(self, pids: Iterable[int]) -> PidMemory:
+        """The light read (process lists only) from the driver process; blocks while it hangs.
+
+        DriverCrashed if the process died, DriverError if the driver layer failed.
+        """
+        proc = self._running()
+        self._await_hello(proc, None)
+        with self._cond:
+            self._pid_seq += 1
+            seq = self._pid_seq
+        self._send(proc, ("pids", seq, tuple(pids)))
+        with self._cond:
+            self._cond.wait_for(lambda: seq in proc.pid_results or proc.death is not None)
+            result = proc.pid_results.pop(seq, None)
+        if result is None:
+            raise DriverCrashed(self._crash_note or f"the NVIDIA driver crashed ({proc.death})")
+        if isinstance(result, str):
+            raise DriverError(result)
+        return result
+
     def request_probes(self, probes: Any, explain: Any = ()) -> None:
         """Have the driver read these extra fields from the next reading on (``gputop query``)."""
         self._probes = (tuple(probes), tuple(explain))
@@ -263,6 +288,7 @@ class IsolatedSource:
             "demo": self.config.demo,
             "scenario": self.config.scenario,
             "fallback_to_demo": self.config.fallback_to_demo,
+            "counters": self.config.counters,
             "clock_origin_mono": self._clock_origin,
             **self._guard,
         }
@@ -298,13 +324,16 @@ class IsolatedSource:
         """Take in everything the driver process says, until it ends."""
         assert proc.proc.stdout is not None
         fd = proc.proc.stdout.fileno()
+        interner = Interner((GpuProcess,))
         while True:
             try:
-                message = receive(fd)
+                message = receive(fd, interner)
             except (OSError, WireError):
                 message = None
             if message is None:
                 break
+            if message[0] == "snap":
+                interner.next_reading()
             with self._cond:
                 self._take_in(proc, message)
                 self._cond.notify_all()
@@ -320,6 +349,9 @@ class IsolatedSource:
         elif kind == "fail":
             proc.gpus.pop(message[1], None)
             proc.results[message[1]] = clean(str(message[2]))
+        elif kind == "pids":
+            result = message[2]
+            proc.pid_results[message[1]] = clean(result) if isinstance(result, str) else result
         elif kind == "slow":
             proc.slow[message[1]] = (message[2], message[3], message[4])
         elif kind == "flushed":

@@ -36,6 +36,7 @@ from gputop.engine.model import (
 )
 from gputop.engine.probes import TYPED, Probe
 from gputop.engine.sanitize import clean, clean_optional
+from gputop.engine.source import PidMemory
 from gputop.errors import DriverError, DriverMissing
 
 T = TypeVar("T")
@@ -166,13 +167,23 @@ class NvmlSource:
     PROCESS_UTIL_WINDOW_S = 5.0
     _asked: _Asked | None = None  # readings a query asked for (request_probes)
 
-    def __init__(self, *, environ: Mapping[str, str] | None = None, simulated: bool = False):
+    def __init__(
+        self,
+        *,
+        environ: Mapping[str, str] | None = None,
+        simulated: bool = False,
+        counters: bool = True,
+    ):
+        """Open NVML. ``counters``: also read the exporter's GpuCounters each snapshot (and
+        register for Xid events); without them Snapshot.counters is empty and a tick is cheaper.
+        """
         self._simulated = simulated
         self._environ = os.environ if environ is None else environ
         self._seq = 0
         self._lock = threading.Lock()
         self._proc_api: str | None = None  # v3 / v2 / v1, whichever the driver has
         self._buffers = _ListBuffers()
+        self._light_buffers = _ListBuffers()  # pid_memory's: it may run beside a snapshot
         # listed PID -> the driver's name for it when this namespace cannot see it, else None
         self._foreign_names: dict[int, str | None] = {}
         try:
@@ -200,7 +211,9 @@ class NvmlSource:
         self._assign_cuda_indices()
         self._system = self._read_system()
         self._pcie = _PcieReader(self._handles)
-        self._counters = _CounterReader(self._handles)
+        # Opt-in (the exporter, --json): the dashboard never shows them, and they made a tick
+        # about half as expensive again.
+        self._counters = _CounterReader(self._handles) if counters else None
 
     @property
     def simulated(self) -> bool:
@@ -220,7 +233,8 @@ class NvmlSource:
     def close(self) -> None:
         """Release NVML."""
         self._pcie.stop()
-        self._counters.close()
+        if self._counters is not None:
+            self._counters.close()
         with contextlib.suppress(pynvml.NVMLError):
             pynvml.nvmlShutdown()
 
@@ -314,16 +328,19 @@ class NvmlSource:
             seq = self._seq
         wall, mono = time.time(), time.monotonic()
         read: list[GpuSample] = [] if progress is None else progress
-        self._counters.drain_events()
+        reader = self._counters
+        if reader is not None:
+            reader.drain_events()
         counters: list[GpuCounters] = []
         for i in range(len(self._handles)):
             gpu = self._read_gpu(i)
             read.append(gpu)
-            if gpu.state is GpuState.OK:
-                reading = self._counters.read(i, self._handles[i])
+            if reader is not None and gpu.state is GpuState.OK:
+                reading = reader.read(i, self._handles[i])
                 if reading is not None:
                     counters.append(reading)
-        self._counters.ticks += 1
+        if reader is not None:
+            reader.ticks += 1
         gpus = tuple(read)
         if self._foreign_names:  # forget PIDs no longer listed (a PID number is reused)
             listed = {p.pid for g in gpus for p in g.processes}
@@ -339,6 +356,39 @@ class NvmlSource:
             gpus=gpus,
             counters=tuple(counters),
         )
+
+    def pid_memory(self, pids: Iterable[int]) -> PidMemory:
+        """The GPU memory ``pids`` use on each GPU, from the process lists alone.
+
+        Two driver calls a GPU (compute and graphics lists) instead of a snapshot's dozens; a
+        PID in both lists (or in two MIG devices' lists) counts once, as in the snapshot. A GPU
+        that is lost or fails its list call is left out.
+        """
+        wanted = frozenset(pids)
+        mono = time.monotonic()
+        by_gpu: list[tuple[int, int]] = []
+        for index, h in enumerate(self._handles):
+            if h is None:
+                continue
+            try:
+                used = self._listed_memory(h)
+            except (_Lost, pynvml.NVMLError):
+                continue
+            by_gpu.append((index, sum(used.get(pid) or 0 for pid in wanted)))
+        return PidMemory(taken_at_mono=mono, by_gpu_bytes=tuple(by_gpu))
+
+    def _listed_memory(self, h: Any) -> dict[int, int | None]:
+        """PID -> its memory on this GPU, merged over both lists as _read_processes does."""
+        by_pid: dict[int, int | None] = {}
+        for kind in ("Compute", "Graphics"):
+            listed, error = self._list_processes(kind, h, self._light_buffers)
+            if error == pynvml.NVML_ERROR_NO_PERMISSION and _in_mig_mode(h):
+                # MIG without the privilege for the GPU's own list: each MIG device's
+                for _, mh in _mig_handles(h):
+                    listed += self._list_processes(kind, mh, self._light_buffers)[0]
+            for pid, used, _, _ in listed:
+                by_pid[pid] = used if pid not in by_pid else _max_known(by_pid[pid], used)
+        return by_pid
 
     def _identity(self, index: int) -> dict[str, Any]:
         st = self._static[index]
@@ -571,7 +621,9 @@ class NvmlSource:
         self._foreign_names[pid] = name
         return name
 
-    def _list_processes(self, kind: str, h: Any) -> tuple[list[_Listed], int | None]:
+    def _list_processes(
+        self, kind: str, h: Any, buffers: _ListBuffers | None = None
+    ) -> tuple[list[_Listed], int | None]:
         """(pid, used bytes, GPU instance id, compute instance id) of each context, trying the
         v3, v2 then v1 call (drivers disagree); and the error that left the list empty."""
         apis = [self._proc_api] if self._proc_api else list(_PROCESS_CALLS)
@@ -579,7 +631,7 @@ class NvmlSource:
             suffix, struct = _PROCESS_CALLS[api]
             try:
                 fn = pynvml._nvmlGetFunctionPointer(f"nvmlDeviceGet{kind}RunningProcesses{suffix}")
-                result = self._buffers.call_list(fn, h, struct)
+                result = (buffers or self._buffers).call_list(fn, h, struct)
             except pynvml.NVMLError as exc:
                 if exc.value == pynvml.NVML_ERROR_FUNCTION_NOT_FOUND:
                     continue
@@ -1067,10 +1119,14 @@ def _mig_handles(h: Any) -> list[tuple[int, Any]]:
     return out
 
 
+def _in_mig_mode(h: Any) -> bool:
+    mode = _soft(pynvml.nvmlDeviceGetMigMode, h)
+    return bool(mode and mode[0])
+
+
 def _mig_keys(h: Any) -> tuple[MigKey, ...]:
     """The MIG devices of a GPU in MIG mode, as CUDA_VISIBLE_DEVICES may name them."""
-    mode = _soft(pynvml.nvmlDeviceGetMigMode, h)
-    if not mode or not mode[0]:
+    if not _in_mig_mode(h):
         return ()
     keys = []
     for _, mh in _mig_handles(h):

@@ -172,7 +172,10 @@ def _read_file(path: str, size: int = 1 << 17, *, allow_error: bool = False) -> 
 
 def _stat(pid: int) -> _Stat | None:
     """/proc/PID/stat, parsed; None when it cannot be read (gone, not permitted, no /proc)."""
-    data = _read_file(f"/proc/{pid}/stat", 4096)
+    return _parse_stat(_read_file(f"/proc/{pid}/stat", 4096))
+
+
+def _parse_stat(data: bytes) -> _Stat | None:
     if not data:
         return None
     head, _, tail = data.rpartition(b")")  # the name in parentheses may hold anything
@@ -202,6 +205,8 @@ class _Known:
     info: ProcInfo | None = None  # the last full reading (psutil)
     full_at: float = 0.0  # clock time of that reading
     shown: ProcInfo | None = None  # the last answer given for it
+    shown_from: ProcInfo | None = None  # the reading `shown` was made from
+    raw: bytes | None = None  # /proc/PID/stat as `stat` was parsed from
     light: bool = False  # info is a light reading: the full one is still owed
 
 
@@ -313,13 +318,30 @@ class ProcReader:
             and not _absent(pid)
         ):
             return pending(pid), None
-        stat = _stat(pid) if known is not None else None
+        raw: bytes | None = _read_file(f"/proc/{pid}/stat", 4096) if known is not None else b""
+        if known is not None and raw and raw == known.raw and not fresh:
+            # The very same /proc/PID/stat as last time: no CPU time used, same state, parent
+            # and RSS. An idle process's answer stands as it was, unless it is due a full one.
+            now = self._clock()
+            shown = known.shown
+            if (
+                shown is not None
+                and known.shown_from is known.info
+                and shown.cpu_percent == 0.0
+                and not known.light
+                and now - known.full_at < self.full_every_s
+            ):
+                known.stat_at = now
+                return shown, known.key
+        stat = _parse_stat(raw) if raw else None
         if known is None or stat is None or known.stat is None or stat.start != known.stat.start:
             new = None if fresh else self._new_from_proc(pid)
             found = new if new is not None else self._identify(pid, stat)
             if isinstance(found, ProcInfo):
                 return found, None
             known, stat = found
+            raw = None  # that stat is another reading than `raw`
+        known.raw = raw
         now = self._clock()
         last, info = known.stat, known.info
         if fresh or info is None or stat is None:
@@ -349,7 +371,20 @@ class ProcReader:
             cpu = used / elapsed * 100 if elapsed > 0 else 0.0
         known.stat, known.stat_at = stat, now
         zombie = stat.state == b"Z"
-        info = ProcInfo(
+        status = _STATUS.get(stat.state, info.status)
+        rss = info.host_rss_bytes if zombie else stat.rss_pages * _PAGE_BYTES
+        shown = known.shown
+        if (
+            shown is not None
+            and known.shown_from is info  # no full reading since
+            and shown.cpu_percent == cpu
+            and shown.host_rss_bytes == rss
+            and shown.ppid == stat.ppid
+            and shown.status == status
+        ):
+            # Unchanged (an idle worker): the same object tells the sampler its row is as well.
+            return shown, known.key
+        shown = ProcInfo(
             pid=pid,
             create_time=info.create_time,
             user=info.user,
@@ -357,14 +392,14 @@ class ProcReader:
             name=info.name,
             cmdline=info.cmdline,
             container=info.container,
-            status=_STATUS.get(stat.state, info.status),
+            status=status,
             ppid=stat.ppid,
             cpu_percent=cpu,
-            host_rss_bytes=info.host_rss_bytes if zombie else stat.rss_pages * _PAGE_BYTES,
+            host_rss_bytes=rss,
             note=info.note,
         )
-        known.shown = info
-        return info, known.key
+        known.shown, known.shown_from = shown, info
+        return shown, known.key
 
     def _identify(self, pid: int, stat: _Stat | None) -> tuple[_Known, _Stat | None] | ProcInfo:
         """The known process now at ``pid`` (a new one if its identity changed) and its stat,

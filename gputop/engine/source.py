@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Protocol
 
-from gputop.engine.model import Snapshot
+from gputop.engine.model import GpuState, Snapshot
 from gputop.errors import DriverMissing
 
 DEMO_ENV = "GPUTOP_DEMO"  # set to a scenario name (or "1" for the demo) to use the simulated driver
@@ -15,11 +17,39 @@ DEMO_ENV = "GPUTOP_DEMO"  # set to a scenario name (or "1" for the demo) to use 
 IN_PROCESS_ENV = "GPUTOP_IN_PROCESS"
 
 
+@dataclass(frozen=True, slots=True)
+class PidMemory:
+    """The GPU memory some PIDs use, per GPU: what ``Source.pid_memory`` reads."""
+
+    taken_at_mono: float
+    by_gpu_bytes: tuple[tuple[int, int], ...]  # (GPU index, bytes) for each GPU that answered
+
+    @property
+    def total_bytes(self) -> int:
+        """Over all GPUs."""
+        return sum(used for _, used in self.by_gpu_bytes)
+
+
+def pid_memory_of(snapshot: Snapshot, pids: Iterable[int]) -> PidMemory:
+    """``pid_memory`` worked out from a whole snapshot (for a source without the light read)."""
+    wanted = frozenset(pids)
+    return PidMemory(
+        taken_at_mono=snapshot.taken_at_mono,
+        by_gpu_bytes=tuple(
+            (g.index, sum(p.used_memory_bytes or 0 for p in g.processes if p.pid in wanted))
+            for g in snapshot.gpus
+            if g.state is GpuState.OK
+        ),
+    )
+
+
 class Source(Protocol):
     """Anything that can read a complete Snapshot of the box.
 
     A source may also have ``request_probes(probes, explain)`` (NvmlSource has): ``gputop query``
     calls it to have the driver read the extra fields it shows (see gputop.engine.probes).
+    ``pid_memory`` is the light read (gputop's own sources have it; a caller's own source may
+    not: see :func:`pid_memory_of`).
     """
 
     @property
@@ -29,6 +59,10 @@ class Source(Protocol):
     def dev_dir(self) -> str: ...
 
     def snapshot(self) -> Snapshot: ...
+
+    def pid_memory(self, pids: Iterable[int]) -> PidMemory:
+        """The GPU memory ``pids`` use on each GPU: the process lists only, no full snapshot."""
+        ...
 
     def close(self) -> None: ...
 
@@ -41,6 +75,7 @@ def open_source(
     environ: dict[str, str] | None = None,
     isolated: bool = False,
     guard_terminal: bool = False,
+    counters: bool = False,
 ) -> Source:
     """Open the real driver, or the simulated one when asked (or absent, with ``fallback_to_demo``).
 
@@ -49,7 +84,8 @@ def open_source(
     mismatch, module not loaded, no permission) raises like any other.
     With ``isolated`` the driver (real or simulated) runs in a process of its own
     (gputop.engine.isolated) unless GPUTOP_IN_PROCESS=1; ``guard_terminal`` has that process
-    mend the terminal if gputop dies (the dashboard).
+    mend the terminal if gputop dies (the dashboard). ``counters``: fill Snapshot.counters (the
+    exporter's energy, Xid, NVLink... readings), which costs every tick; off, it stays empty.
     Raises DriverError with a one-line message when the driver cannot be used.
     """
     env = os.environ if environ is None else environ
@@ -59,21 +95,23 @@ def open_source(
     if isolated and env.get(IN_PROCESS_ENV) != "1":
         from gputop.engine.isolated import DriverConfig, IsolatedSource
 
-        config = DriverConfig(demo=demo, scenario=scenario, fallback_to_demo=fallback_to_demo)
+        config = DriverConfig(
+            demo=demo, scenario=scenario, fallback_to_demo=fallback_to_demo, counters=counters
+        )
         return IsolatedSource(config, guard_terminal=guard_terminal)
     from gputop import sim  # local: keep `import gputop.engine.source` free of pynvml
     from gputop.engine import nvml
 
     if demo is not None or scenario is not None:
         sim.install(sim.load_scenario(scenario or demo or "demo"), actors=True)
-        return nvml.NvmlSource(environ=env, simulated=True)
+        return nvml.NvmlSource(environ=env, simulated=True, counters=counters)
     try:
-        return nvml.NvmlSource(environ=env)
+        return nvml.NvmlSource(environ=env, counters=counters)
     except DriverMissing:
         if not fallback_to_demo:
             raise
     sim.install(sim.load_scenario("demo"), actors=True)
-    return nvml.NvmlSource(environ=env, simulated=True)
+    return nvml.NvmlSource(environ=env, simulated=True, counters=counters)
 
 
 def add_source_arguments(parser: argparse.ArgumentParser) -> None:
@@ -102,13 +140,21 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def source_from_args(
-    args: argparse.Namespace, *, fallback_to_demo: bool = False, guard_terminal: bool = False
+    args: argparse.Namespace,
+    *,
+    fallback_to_demo: bool = False,
+    guard_terminal: bool = False,
+    counters: bool = False,
 ) -> Source:
-    """Open the source the parsed --demo/--scenario options ask for, in a driver process."""
+    """Open the source the parsed --demo/--scenario options ask for, in a driver process.
+
+    ``counters``: only for what shows Snapshot.counters (the exporter, --json).
+    """
     return open_source(
         demo=getattr(args, "demo", None),
         scenario=getattr(args, "scenario", None),
         fallback_to_demo=fallback_to_demo,
         isolated=True,
         guard_terminal=guard_terminal,
+        counters=counters,
     )

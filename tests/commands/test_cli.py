@@ -116,6 +116,9 @@ def test_demo_json() -> None:
     assert {g["state"] for g in data["gpus"]} == {"ok"}
     assert all(isinstance(g["memory_total_bytes"], int) for g in data["gpus"])
     assert any(g["processes"] for g in data["gpus"])
+    # --json carries the exporter's counters (energy, Xid...), which the dashboard does not read.
+    assert [c["index"] for c in data["counters"]] == [0, 1, 2, 3]
+    assert all(c["energy_mj"] > 0 for c in data["counters"])
 
 
 def test_colour_on_a_terminal() -> None:

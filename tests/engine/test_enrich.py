@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from dataclasses import replace
 from pathlib import Path
 
+import psutil
 import pytest
 
 from gputop.engine import procs
-from gputop.engine.enrich import SUSPECT_NOTE, ProcFacts, classify, enrich, unattributed_memory
+from gputop.engine.enrich import (
+    SUSPECT_NOTE,
+    ProcFacts,
+    RowMemo,
+    classify,
+    enrich,
+    unattributed_memory,
+)
 from gputop.engine.history import History
 from gputop.engine.holder_watch import HolderWatch
 from gputop.engine.holders import scan_holders
@@ -321,3 +330,44 @@ def test_past_the_readers_allowance_the_most_memory_is_read_first(
     second = enrich(snap, holders=watch.tick(1.0, {small.pid, big.pid}), reader=reader)
     assert _row(second, small.pid).info.create_time is not None
     assert _row(second, small.pid).info.note == SUSPECT_NOTE  # holds no device file
+
+
+def test_an_unchanged_process_keeps_its_row_and_a_change_makes_a_new_one(
+    spawner: Spawner, dev_dir: Path
+) -> None:
+    # Issue 17: at thousands of idle workers a row whose reading, device files and driver
+    # entries are the last tick's objects is the last tick's row; any change rebuilds it.
+    idle = spawner.ready(HOLD, str(dev_dir / "nvidia0"))
+    reader, memo, history = ProcReader(), RowMemo(), History()
+    snap = _driver_snapshot(idle.pid, used_mib=100)
+    watch = HolderWatch(str(dev_dir), catch_up_s=10.0)
+
+    def tick(snapshot: Snapshot) -> ProcessRow:
+        done = enrich(
+            snapshot,
+            holders=watch.tick(1.0, {idle.pid}),
+            history=history,
+            reader=reader,
+            memo=memo,
+        )
+        history.append(done)
+        return _row(done, idle.pid)
+
+    tick(snap)
+    time.sleep(0.05)
+    kept = tick(snap)
+    assert tick(snap) is kept and memo.rows_reused == 1
+    grown = tick(_driver_snapshot(idle.pid, used_mib=300))  # new driver entries
+    assert grown is not kept and memo.rows_reused == 0
+    assert grown.used_memory_bytes == grown.peak_memory_bytes == 300 * MiB
+    shrunk = tick(_driver_snapshot(idle.pid, used_mib=200))
+    assert (shrunk.used_memory_bytes, shrunk.peak_memory_bytes) == (200 * MiB, 300 * MiB)
+    psutil.Process(idle.pid).send_signal(signal.SIGSTOP)
+    try:
+        assert wait_until(lambda: status_of(idle.pid) == psutil.STATUS_STOPPED)
+        same_entries = _driver_snapshot(idle.pid, used_mib=200)
+        tick(same_entries)
+        stopped = tick(same_entries)
+        assert stopped.states[0] is S  # its reading changed: a new verdict and row
+    finally:
+        psutil.Process(idle.pid).send_signal(signal.SIGCONT)

@@ -205,6 +205,7 @@ def test_reader_reads_a_reused_pid_as_a_new_process(spawner: Spawner) -> None:
     reader._cache[older] = reader._cache.pop(key)
     assert known.stat is not None
     known.key, known.stat = older, replace(known.stat, start=b"1")
+    known.raw = b"1 (python3) S ..."  # the older process's /proc/PID/stat
     info = reader.read(proc.pid)
     assert info.visible
     assert info.cpu_percent is None  # nothing carried over from the older process

@@ -5,7 +5,9 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -15,6 +17,7 @@ from gputop.engine.procs import ProcReader, is_pending
 from tests.engine.spawn import Spawner, status_of, wait_until
 
 SLEEP = "import time; time.sleep(120)"
+IDLE = "import time; print('ready', flush=True); time.sleep(120)"  # past its start-up
 
 
 class _Clock:
@@ -61,13 +64,14 @@ def test_past_stats_per_call_each_process_is_read_in_turn(
     reader = ProcReader()
     reader.read_many(pids)
     stat_reads: list[int] = []
-    real_stat = procs._stat
+    real_read = procs._read_file
 
-    def counting(pid: int) -> procs._Stat | None:
-        stat_reads.append(pid)
-        return real_stat(pid)
+    def counting(path: str, *args: Any, **kwargs: Any) -> bytes | None:
+        if path.endswith("/stat"):
+            stat_reads.append(int(path.split("/")[2]))
+        return real_read(path, *args, **kwargs)
 
-    monkeypatch.setattr(procs, "_stat", counting)
+    monkeypatch.setattr(procs, "_read_file", counting)
     stopped = pids[0]
     psutil.Process(stopped).send_signal(signal.SIGSTOP)
     try:
@@ -175,3 +179,43 @@ def test_past_new_per_call_new_processes_are_pending_until_a_later_call(
     last = reader.read_many([gone.pid, *pids])
     assert not last[gone.pid].visible and not is_pending(last[gone.pid])
     assert not any(is_pending(last[pid]) for pid in pids)  # known ones are read as before
+
+
+def test_an_idle_process_keeps_its_reading_and_a_changed_one_gets_a_new_one(
+    spawner: Spawner,
+) -> None:
+    # Issue 17: at thousands of idle workers, an unchanged /proc/PID/stat gives back the very
+    # same ProcInfo, so the sampler can keep the whole row; any change shows at once.
+    idle, busy = spawner.ready(IDLE), spawner.start("while True: pass")
+    reader = ProcReader()
+    reader.read_many([idle.pid, busy.pid])
+    time.sleep(0.1)  # ten clock ticks: the busy one's CPU time moves
+    second = reader.read_many([idle.pid, busy.pid])
+    assert second[idle.pid].cpu_percent == 0.0
+    time.sleep(0.1)
+    third = reader.read_many([idle.pid, busy.pid])
+    assert third[idle.pid] is second[idle.pid]
+    assert third[busy.pid] is not second[busy.pid]
+    psutil.Process(idle.pid).send_signal(signal.SIGSTOP)
+    try:
+        assert wait_until(lambda: status_of(idle.pid) == psutil.STATUS_STOPPED)
+        stopped = reader.read_many([idle.pid, busy.pid])[idle.pid]
+        assert stopped is not third[idle.pid]
+        assert stopped.status == psutil.STATUS_STOPPED
+    finally:
+        psutil.Process(idle.pid).send_signal(signal.SIGCONT)
+
+
+def test_an_idle_process_still_gets_its_periodic_full_reading(spawner: Spawner) -> None:
+    idle = spawner.ready(IDLE)
+    clock = _Clock()
+    reader = ProcReader(full_every_s=5.0, clock=clock)
+    reader.read_many([idle.pid])
+    clock.now += 1
+    kept = reader.read_many([idle.pid])[idle.pid]
+    clock.now += 1
+    assert reader.read_many([idle.pid])[idle.pid] is kept
+    before = reader.full_reads
+    clock.now += 10
+    reader.read_many([idle.pid])
+    assert reader.full_reads == before + 1  # its command line and user are read again

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from gputop import notebook
+from gputop import notebook, sim
 from gputop.engine.model import Snapshot
 from tests.notebook.conftest import Notebook, memory_scenario
 from tests.test_api import OffsetClock, loaded_modules
@@ -46,6 +46,33 @@ def test_a_cell_that_allocates_shows_the_step_per_gpu(nb: Notebook) -> None:
     assert record.report.process is not None
     assert record.report.process.delta_bytes == 4000 * 1024**2
     assert record.source == "clock.set(10.0)" and record.error is None
+
+
+def test_a_cell_reads_only_the_process_lists_and_still_shows_the_delta(nb: Notebook) -> None:
+    """The line's readings are the light ones: no whole snapshot (power, clocks...) per cell."""
+    lib = sim.active()
+    assert lib is not None
+    nb.run("x = 1")  # the probe, before the first cell, is behind us
+    before = dict(lib.calls)
+    _, _, fields = parts(nb.line("clock.set(10.0)\nsettle()"))
+    assert fields[0].startswith("GPU0 +4000 MiB (peak +4000 MiB) = 5000 MiB")
+    made = {k for k, n in lib.calls.items() if n != before.get(k, 0)}
+    assert made == {
+        "nvmlDeviceGetComputeRunningProcesses_v3",
+        "nvmlDeviceGetGraphicsRunningProcesses_v3",
+    }
+    assert (
+        lib.calls["nvmlDeviceGetComputeRunningProcesses_v3"]
+        >= before["nvmlDeviceGetComputeRunningProcesses_v3"] + 2 * 4
+    )  # start, end and at least two samples (settle), on both GPUs
+
+
+def test_full_takes_whole_snapshots_for_its_per_gpu_table(nb: Notebook) -> None:
+    nb.run("%gputop full")
+    nb.printed()
+    nb.run("clock.set(10.0)")
+    lines = nb.printed()
+    assert any(x.startswith("GPU 0 (all processes)") and "5007 MiB" in x for x in lines)
 
 
 def test_a_step_is_seen_even_without_waiting_for_the_sampler(nb: Notebook) -> None:

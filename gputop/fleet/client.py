@@ -24,7 +24,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from gputop.engine.sanitize import clean
 from gputop.errors import GputopError, UsageError
@@ -106,9 +106,12 @@ def authorization(env: Mapping[str, str], token_file: str | None = None) -> str 
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class Series:
-    """One series of an instant vector: its labels (``__name__`` included when kept)."""
+class Series(NamedTuple):
+    """One series of an instant vector: its labels (``__name__`` included when kept).
+
+    A named tuple: a refresh of 4,000 GPUs makes ~24,000 of them, at a third of a frozen
+    dataclass's cost each.
+    """
 
     labels: Mapping[str, str]
     value: float
@@ -295,19 +298,19 @@ class PrometheusClient:
 
     def _answer(self, body: bytes, promql: str) -> Answer:
         result, labeled = self._result(body, promql, "vector")
-        series = []
-        at = time.time()
-        for item in result:
-            try:
+        series: list[Series] = []
+        add, isfinite = series.append, math.isfinite
+        stamp: object = time.time()
+        try:
+            for item in result:
                 labels = labeled(item["metric"])
                 stamp, text = item["value"]
-                at = float(stamp)
                 value = float(text)
-            except (KeyError, TypeError, ValueError, AttributeError):
-                raise self._not_prometheus() from None
-            if not math.isfinite(value):
-                continue
-            series.append(Series(labels=labels, value=value))
+                if isfinite(value):
+                    add(Series(labels, value))
+            at = float(stamp)  # type: ignore[arg-type]
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise self._not_prometheus() from None
         return Answer(at=at, series=tuple(series))
 
     def _range_answer(self, body: bytes, promql: str) -> RangeAnswer:
@@ -340,7 +343,7 @@ def _labeler(body: bytes) -> Labeler:
     strings of a refresh one by one was a third of its time.
     """
     if body.isascii() and b"\\" not in body and b"\x7f" not in body:
-        return lambda metric: {str(k): str(v) for k, v in metric.items()}
+        return _as_they_are
     cleaned: dict[object, str] = {}
 
     def once(text: object) -> str:
@@ -351,6 +354,17 @@ def _labeler(body: bytes) -> Labeler:
         return done
 
     return lambda metric: {once(k): once(v) for k, v in metric.items()}
+
+
+_TEXT = frozenset({str})
+
+
+def _as_they_are(metric: Any) -> dict[str, str]:
+    """A label set that needs no cleaning, as JSON gave it: checked to be strings only (JSON's
+    keys always are), not copied."""
+    if not isinstance(metric, dict) or not _TEXT.issuperset(map(type, metric.values())):
+        raise TypeError("labels that are not strings")
+    return metric
 
 
 def client_from(

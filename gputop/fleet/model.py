@@ -38,8 +38,11 @@ EXIT_STUCK = 4  # stuck processes or unattributed GPU memory on some host
 EXIT_BLIND = 5  # some host down (every target failed its last scrape) or stale
 EXIT_STUCK_AND_BLIND = 6  # both
 
-# The labels a GPU's readings are told apart and placed by.
-GPU_LABELS = "job, instance, hostname, Hostname, gpu, UUID, GPU_I_ID"
+# The labels a GPU is told apart and placed by: its memory query's. The other per-GPU queries
+# name only its UUID (every dcgm-exporter and gputop export series has one): at 4,000 GPUs, the
+# same six labels in five answers were most of a refresh's parsing (issue 20: under 5 % of a core).
+GPU_LABELS = "job, instance, hostname, Hostname, gpu, UUID"
+_WHOLE_GPU = '{GPU_I_ID=""}'  # a MIG device's series left out: its GPU's own count
 
 # name -> PromQL; one instant query each, for the whole fleet.
 QUERIES: dict[str, str] = {
@@ -52,11 +55,11 @@ QUERIES: dict[str, str] = {
     ),
     # Only the labels the model reads come back: at 4,000 GPUs the answers' other labels
     # (pci_bus_id, device, DCGM_FI_DRIVER_VERSION, ...) were half the parsing time.
-    "util": f"max by ({GPU_LABELS}) (DCGM_FI_DEV_GPU_UTIL)",
-    "used": f"max by ({GPU_LABELS}, modelName) (DCGM_FI_DEV_FB_USED)",
-    "free": f"max by ({GPU_LABELS}) (DCGM_FI_DEV_FB_FREE)",
-    "power": f"max by ({GPU_LABELS}) (DCGM_FI_DEV_POWER_USAGE)",
-    "temp": f"max by ({GPU_LABELS}) (DCGM_FI_DEV_GPU_TEMP)",
+    "used": f"max by ({GPU_LABELS}, modelName) (DCGM_FI_DEV_FB_USED{_WHOLE_GPU})",
+    "util": f"max by (UUID) (DCGM_FI_DEV_GPU_UTIL{_WHOLE_GPU})",
+    "free": f"max by (UUID) (DCGM_FI_DEV_FB_FREE{_WHOLE_GPU})",
+    "power": f"max by (UUID) (DCGM_FI_DEV_POWER_USAGE{_WHOLE_GPU})",
+    "temp": f"max by (UUID) (DCGM_FI_DEV_GPU_TEMP{_WHOLE_GPU})",
     "info": "gputop_info",
     # Only the non-zero ones: a gputop host (gputop_info) with none has none stuck.
     "stuck": "gputop_stuck_processes > 0",
@@ -221,17 +224,28 @@ def _names(names: list[str], most: int = 5) -> str:
 
 def read_fleet(client: PrometheusClient, *, timeout_s: float | None = None) -> Fleet:
     """Ask ``client``'s Prometheus every query (within ``timeout_s`` in all) and build the fleet."""
+    return build_fleet(_ask(client, QUERIES, timeout_s), prometheus=client.base_url)
+
+
+def _ask(
+    client: PrometheusClient, queries: Mapping[str, str], timeout_s: float | None = None
+) -> dict[str, Answer]:
     limit = client.timeout_s if timeout_s is None else timeout_s
     deadline = time.monotonic() + limit
     answers: dict[str, Answer] = {}
-    for name, promql in QUERIES.items():
+    for name, promql in queries.items():
         left = deadline - time.monotonic()
         if left <= 0:
             raise PrometheusError(
                 f"Prometheus at {client.base_url} did not answer within {limit:g} s"
             )
         answers[name] = client.query(promql, timeout_s=left)
-    return build_fleet(answers, prometheus=client.base_url)
+    return answers
+
+
+# The overview's memory query between placements: the values alone, by UUID (FleetReader).
+USED_BY_UUID = f"max by (UUID) (DCGM_FI_DEV_FB_USED{_WHOLE_GPU})"
+PLACE_EVERY = 6  # overview reads between two of the memory query with every label (30 s at 5 s)
 
 
 HISTORY_POINTS = 16
@@ -284,19 +298,52 @@ class FleetReader:
     """The overview's read: the fleet every call, its history every ``history_every`` calls
     (first at once). A history that cannot be read keeps the last one: the fleet is what counts."""
 
-    def __init__(self, client: PrometheusClient, *, history_every: int = 1) -> None:
+    def __init__(
+        self, client: PrometheusClient, *, history_every: int = 1, place_every: int = PLACE_EVERY
+    ) -> None:
         self.client = client
         self.history_every = max(1, history_every)
+        self.place_every = max(1, place_every)
         self.calls = 0
         self.history: Mapping[str, HostHistory] = {}
+        # UUID -> the labels of its memory series (its host, target, index and model; one set
+        # per exporter serving it), as of the last full read: GPUs do not move between hosts,
+        # and at 4,000 GPUs those labels were the largest answer of a refresh. A GPU not in it
+        # has its memory query asked again in full.
+        self.placement: dict[str, list[Mapping[str, str]]] = {}
 
     def __call__(self) -> Fleet:
-        fleet = read_fleet(self.client)
+        fleet = build_fleet(self._answers(), prometheus=self.client.base_url)
         if self.calls % self.history_every == 0:
             with contextlib.suppress(PrometheusError):
                 self.history = read_history(self.client, end=fleet.at)
         self.calls += 1
         return replace(fleet, history=self.history)
+
+    def _answers(self) -> dict[str, Answer]:
+        if self.calls % self.place_every == 0 or not self.placement:
+            answers = _ask(self.client, QUERIES)
+            self._place(answers["used"])
+            return answers
+        answers = _ask(self.client, {**QUERIES, "used": USED_BY_UUID})
+        by_uuid, placement = answers["used"], self.placement
+        series: list[Series] = []
+        for s in by_uuid.series:
+            places = placement.get(s.labels.get("UUID") or "")
+            if places is None:  # a GPU new since the last placement: place them all again
+                answers["used"] = self.client.query(QUERIES["used"])
+                self._place(answers["used"])
+                return answers
+            series.extend(Series(labels, s.value) for labels in places)
+        answers["used"] = Answer(at=by_uuid.at, series=tuple(series))
+        return answers
+
+    def _place(self, used: Answer) -> None:
+        placement: dict[str, list[Mapping[str, str]]] = {}
+        for s in used.series:
+            if s.labels.get("UUID"):
+                placement.setdefault(s.labels["UUID"], []).append(s.labels)
+        self.placement = placement
 
 
 def host_label(labels: Mapping[str, str]) -> str | None:
@@ -333,8 +380,11 @@ class _Builder:
         # target -> the hosts its series name (from the current series and the last hour's)
         self.names: dict[TargetKey, list[str]] = {}
         seen: set[tuple[TargetKey, str | None]] = set()
-        for key in ("known", "util", "used", "free", "power", "temp", "info"):
-            for s in self._series(key):
+        for key in ("known", "used", "util", "free", "power", "temp", "info"):
+            series = self._series(key)
+            if series and not _placeable(series[0].labels):
+                continue  # by UUID alone (every series of an answer has the same label names)
+            for s in series:
                 target, name = _target(s.labels), host_label(s.labels)
                 if (target, name) in seen:  # the same pair for each of a host's GPUs
                     continue
@@ -359,7 +409,10 @@ class _Builder:
 
     def host_of_series(self, series: Series) -> _Host | None:
         """A series' host: its own label, else its target's one host (None: ambiguous)."""
-        labels = series.labels
+        return self.host_of_labels(series.labels)
+
+    def host_of_labels(self, labels: Mapping[str, str]) -> _Host | None:
+        """:meth:`host_of_series` of a series with these labels."""
         key = (labels.get("job", ""), labels.get("instance", ""), host_label(labels))
         if key in self._placed:  # the same answer for each of a host's GPUs
             return self._placed[key]
@@ -373,34 +426,53 @@ class _Builder:
         return found
 
     def add_gpu_fields(self) -> None:
-        fields = {
-            "util": "util_percent",
-            "used": "memory_used_bytes",
-            "free": "memory_free_bytes",
-            "power": "power_w",
-            "temp": "temperature_c",
-        }
-        for key, attribute in fields.items():
-            for s in self._series(key):
-                if s.labels.get("GPU_I_ID"):  # a MIG device's series: the GPU's own is enough
+        # UUID -> its GPU on each host that lists it (one; the same recorded exporter served as
+        # two hosts would make two)
+        by_uuid: dict[str, list[dict[str, object]]] = {}
+        for key, attribute in _GPU_FIELDS:  # "used" first: it places each GPU on its host
+            series = self._series(key)
+            scale = MIB if key in ("used", "free") else 0
+            if series and not _placeable(series[0].labels):
+                # Named by UUID alone (every series of an answer has the same label names): at
+                # 4,000 GPUs a refresh has 16,000 of these, so the loop is kept tight.
+                get = by_uuid.get
+                for s in series:
+                    gpus = get(s.labels.get("UUID") or "")
+                    if gpus:
+                        value = int(s.value * scale) if scale else s.value
+                        for one in gpus:
+                            one[attribute] = value
+                continue
+            for s in series:
+                labels = s.labels
+                if labels.get("GPU_I_ID"):  # a MIG device's series: the GPU's own is enough
                     continue
-                host = self.host_of_series(s)
-                if host is None:
+                placed = self._place_gpu(labels)
+                if placed is None:
                     continue
-                target = _target(s.labels)
-                if target not in host.targets:
-                    host.targets[target] = True
-                gpu_id = s.labels.get("UUID") or f"{target}:{s.labels.get('gpu', '')}"
-                gpu = host.gpus.setdefault(
-                    gpu_id,
-                    {"gpu": s.labels.get("gpu", ""), "uuid": s.labels.get("UUID", ""), "model": ""},
-                )
-                if s.labels.get("modelName"):  # only the memory query asks for it
-                    gpu["model"] = s.labels["modelName"]
-                value: float | int = s.value
-                if key in ("used", "free"):
-                    value = int(s.value * MIB)
-                gpu[attribute] = value
+                gpu = placed
+                if gpu["uuid"]:
+                    known = by_uuid.setdefault(str(gpu["uuid"]), [])
+                    if not any(g is gpu for g in known):
+                        known.append(gpu)
+                if labels.get("modelName"):  # only the memory query asks for it
+                    gpu["model"] = labels["modelName"]
+                gpu[attribute] = int(s.value * scale) if scale else s.value
+
+    def _place_gpu(self, labels: Mapping[str, str]) -> dict[str, object] | None:
+        """The GPU a series with its target or host labels names, on its host (None: none)."""
+        if not _placeable(labels):
+            return None
+        host = self.host_of_labels(labels)
+        if host is None:
+            return None
+        target = _target(labels)
+        if target not in host.targets:
+            host.targets[target] = True
+        gpu_id = labels.get("UUID") or f"{target}:{labels.get('gpu', '')}"
+        return host.gpus.setdefault(
+            gpu_id, {"gpu": labels.get("gpu", ""), "uuid": labels.get("UUID", ""), "model": ""}
+        )
 
     def add_targets(self) -> None:
         """Every target of a job that serves GPUs (now or in the last hour), up or down."""
@@ -481,6 +553,20 @@ class _Builder:
                 )
             )
         return tuple(hosts)
+
+
+_GPU_FIELDS = (
+    ("used", "memory_used_bytes"),
+    ("util", "util_percent"),
+    ("free", "memory_free_bytes"),
+    ("power", "power_w"),
+    ("temp", "temperature_c"),
+)
+
+
+def _placeable(labels: Mapping[str, str]) -> bool:
+    """Whether a series says where it comes from: a scrape target or a host label."""
+    return bool(labels.get("instance") or labels.get("job") or host_label(labels))
 
 
 def _index(text: str) -> tuple[int, str]:

@@ -20,11 +20,14 @@ from gputop.fleet.model import (
     HISTORY_QUERIES,
     MIB,
     QUERIES,
+    USED_BY_UUID,
+    Fleet,
     FleetReader,
     host_label,
     processes_query,
     read_processes,
 )
+from gputop.ui.fleet.host_table import HostTable
 from tests.export.conftest import REPO, http_get, samples
 from tests.fleet.conftest import Lab
 
@@ -193,9 +196,11 @@ class CountingClient(PrometheusClient):
     def __init__(self, url: str) -> None:
         super().__init__(url, timeout_s=5.0)
         self.calls: list[str] = []
+        self.promql: list[str] = []
 
     def query(self, promql: str, *, timeout_s: float | None = None) -> Answer:
         self.calls.append("query")
+        self.promql.append(promql)
         return super().query(promql, timeout_s=timeout_s)
 
     def query_range(self, promql: str, **kwargs: Any) -> RangeAnswer:
@@ -224,6 +229,36 @@ def test_the_history_is_two_range_queries_for_the_whole_fleet_every_n_reads(lab:
     last = history["box-b"].util_percent[-1]
     assert last is not None and abs(last - sum(util) / len(util)) < 15
     assert all(0 <= v <= 100 for v in history["box-b"].memory_percent if v is not None)
+
+
+def test_between_placements_the_overview_reads_memory_by_uuid_and_places_it_as_before(
+    lab: Lab,
+) -> None:
+    client = CountingClient(lab.url)
+    reader = FleetReader(client, history_every=100, place_every=5)
+    fleets = [reader() for _ in range(3)]
+    used = [q for q in client.promql if "DCGM_FI_DEV_FB_USED" in q and "last_over_time" not in q]
+    assert used == [QUERIES["used"], USED_BY_UUID, USED_BY_UUID]
+
+    def placed(fleet: Fleet) -> dict[str, list[tuple[str, str, str, bool]]]:
+        return {
+            h.name: [(g.gpu, g.uuid, g.model, g.memory_used_bytes is not None) for g in h.gpus]
+            for h in fleet.hosts
+        }
+
+    assert placed(fleets[2]) == placed(fleets[0]) == placed(lab.fleet())
+    assert all(g.memory_used_bytes for h in fleets[2].hosts for g in h.gpus)
+    # A GPU the placement does not know (new since): its memory query is asked again in full.
+    gone = next(iter(reader.placement))
+    del reader.placement[gone]
+    client.promql.clear()
+    again = reader()
+    assert [q for q in client.promql if "FB_USED" in q and "last_over" not in q] == [
+        USED_BY_UUID,
+        QUERIES["used"],
+    ]
+    assert gone in reader.placement
+    assert placed(again) == placed(fleets[0])
 
 
 def test_a_hosts_processes_are_what_its_exporter_serves(lab: Lab) -> None:
@@ -258,8 +293,8 @@ def test_the_drill_down_on_the_real_fleet(lab: Lab) -> None:
 
     async def body(app: FleetApp, pilot: Any) -> None:
         await until(pilot, lambda: len(table_hosts(app)) == 5, timeout_s=15)
-        table = app.screen.query_one("#fleet-hosts", DataTable)
-        table.move_cursor(row=table_hosts(app).index("box-b"))
+        table = app.screen.query_one("#fleet-hosts", HostTable)
+        table.move_cursor(table_hosts(app).index("box-b"))
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, HostScreen))
         screen = app.screen

@@ -106,3 +106,35 @@ def test_no_gpu_hosts_says_so() -> None:
     fleet = build_fleet({"up": answer(({"job": "node", "instance": "n:9100"}, 1))})
     assert fleet.hosts == ()
     assert render_table(fleet).startswith("no GPU hosts: ")
+
+
+def test_readings_named_by_uuid_alone_join_the_gpu_their_memory_series_placed() -> None:
+    # The per-GPU queries but the memory one return only UUID (a refresh of 4,000 GPUs parses
+    # a third as much); the memory series places each GPU on its host.
+    answers = {
+        "up": answer(
+            ({"job": "gpus", "instance": "a:9400"}, 1), ({"job": "gpus", "instance": "b:9400"}, 1)
+        ),
+        "used": answer(
+            (gpu("a:9400", "Hostname", "a", "0"), 100),
+            (gpu("b:9400", "hostname", "b", "0"), 200),
+            (gpu("b:9400", "hostname", "b", "1"), 300),
+        ),
+        "util": answer(({"UUID": "GPU-b-1"}, 70), ({"UUID": "GPU-a-0"}, 10), ({"UUID": "x"}, 99)),
+        "temp": answer(({"UUID": "GPU-b-0"}, 40), ({"UUID": "GPU-b-1"}, 61)),
+        "free": answer(({"UUID": "GPU-a-0"}, 900)),
+    }
+    hosts = {h.name: h for h in build_fleet(answers).hosts}
+    assert set(hosts) == {"a", "b"}  # no host for a UUID no memory series names
+    assert [(g.gpu, g.util_percent, g.temperature_c) for g in hosts["b"].gpus] == [
+        ("0", None, 40.0),
+        ("1", 70.0, 61.0),
+    ]
+    assert hosts["a"].util_percent == 10
+    assert hosts["a"].memory_total_bytes == 1000 * MIB
+
+
+def test_queries_keep_mig_devices_out_and_name_gpus_by_uuid() -> None:
+    for key in ("used", "util", "free", "power", "temp"):
+        assert 'GPU_I_ID=""' in QUERIES[key]
+    assert all(QUERIES[k].startswith("max by (UUID)") for k in ("util", "free", "power", "temp"))

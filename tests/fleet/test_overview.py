@@ -26,6 +26,7 @@ from gputop.fleet.model import (
 )
 from gputop.ui.fleet.app import FleetApp
 from gputop.ui.fleet.host import HostScreen
+from gputop.ui.fleet.host_table import HostTable
 from gputop.ui.fleet.poller import PollState, stale_s
 from gputop.ui.fleet.screen import SPARK_COLUMNS, FleetScreen
 from gputop.ui.text import GLYPHS, sparkline
@@ -72,8 +73,7 @@ def run(app: FleetApp, body: Callable[[FleetApp, Pilot[Any]], Awaitable[None]]) 
 
 
 def table_hosts(app: FleetApp) -> list[str]:
-    table = app.screen.query_one("#fleet-hosts", DataTable)
-    return [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
+    return app.screen.query_one("#fleet-hosts", HostTable).row_names
 
 
 def header(app: FleetApp) -> str:
@@ -109,6 +109,29 @@ def test_rows_sort_and_filter() -> None:
         await pilot.press("slash", *"down", "enter")
         assert table_hosts(app) == ["delta:9400"]
         await pilot.press("q")
+
+    run(app, body)
+
+
+def test_a_header_click_sorts_and_a_second_click_on_a_row_drills_in() -> None:
+    fleet = sample_fleet()
+    app = FleetApp(lambda: fleet, interval_s=60, source="http://p:9090")
+
+    async def body(app: FleetApp, pilot: Pilot[Any]) -> None:
+        await until(pilot, lambda: len(table_hosts(app)) == 4)
+        table = app.screen.query_one("#fleet-hosts", HostTable)
+        x = table._header.index("TEMP")  # the header as painted: its first line
+        await pilot.click("#fleet-hosts", offset=(x, 0))
+        assert app.screen.sort_column == "TEMP"  # type: ignore[attr-defined]
+        assert table_hosts(app) == ["alpha", "charlie", "bravo", "delta:9400"]  # 40, 50, 80 °C
+        assert "TEMP ▲" in table._header
+        await pilot.click("#fleet-hosts", offset=(x, 0))
+        assert table_hosts(app)[:3] == ["bravo", "charlie", "alpha"]
+        await pilot.click("#fleet-hosts", offset=(2, 2))  # the second row: the cursor moves
+        assert table.cursor_name == "charlie" and not isinstance(app.screen, HostScreen)
+        await pilot.click("#fleet-hosts", offset=(2, 2))  # again: its drill-down
+        await until(pilot, lambda: isinstance(app.screen, HostScreen))
+        assert app.screen.host_name == "charlie"  # type: ignore[attr-defined]
 
     run(app, body)
 
@@ -175,18 +198,16 @@ def test_a_sparkline_per_host_row() -> None:
 
     async def body(app: FleetApp, pilot: Pilot[Any]) -> None:
         await until(pilot, lambda: len(table_hosts(app)) == 4)
-        table = app.screen.query_one("#fleet-hosts", DataTable)
-        keys = [str(c.key.value) for c in table.ordered_columns]
-        assert keys[-2:] == list(SPARK_COLUMNS)
-        bravo = [str(c) for c in table.get_row("bravo")]
-        util, memory = bravo[-2:]
+        table = app.screen.query_one("#fleet-hosts", HostTable)
+        assert list(table.columns[-2:]) == list(SPARK_COLUMNS)
+        util, memory = (table.cell("bravo", c) for c in SPARK_COLUMNS)
         assert util == sparkline(ramp, HISTORY_POINTS, top=100.0)
         assert len(util) == HISTORY_POINTS and util[-1] == GLYPHS.spark[8]
         levels = [GLYPHS.spark.index(c) for c in util]
         assert levels == sorted(levels) and levels[0] < levels[-1]  # it rises as the ramp does
         assert memory == " " * (HISTORY_POINTS - 2) + GLYPHS.spark[4] + GLYPHS.spark[8]
-        alpha = [str(c) for c in table.get_row("alpha")]
-        assert alpha[-2:] == [" " * HISTORY_POINTS] * 2  # no history: blank, not zero
+        alpha = [table.cell("alpha", c) for c in SPARK_COLUMNS]
+        assert alpha == [" " * HISTORY_POINTS] * 2  # no history: blank, not zero
         await pilot.press("s")  # sorting cycles the data columns only
         assert app.screen.sort_column == "GPUS"  # type: ignore[attr-defined]
 
@@ -248,7 +269,7 @@ def test_a_dcgm_only_host_has_no_process_list() -> None:
     run(app, body)
 
 
-def test_a_refresh_with_the_same_hosts_updates_only_their_cells() -> None:
+def test_a_refresh_keeps_the_cursor_on_its_host() -> None:
     first = sample_fleet()
     alpha = first.hosts[0]
     hot = dataclasses.replace(alpha.gpus[0], util_percent=60.0)
@@ -260,13 +281,13 @@ def test_a_refresh_with_the_same_hosts_updates_only_their_cells() -> None:
 
     async def body(app: FleetApp, pilot: Pilot[Any]) -> None:
         await until(pilot, lambda: len(table_hosts(app)) == 4)
-        table = app.screen.query_one("#fleet-hosts", DataTable)
-        table.move_cursor(row=2)
-        assert str(table.get_cell("alpha", "UTIL")) == "10 %"
+        table = app.screen.query_one("#fleet-hosts", HostTable)
+        table.move_cursor(2)
+        assert table.cell("alpha", "UTIL") == "10 %"
         reads.append(second)
         app.poller.refresh()
-        await until(pilot, lambda: str(table.get_cell("alpha", "UTIL")) == "60 %")
+        await until(pilot, lambda: table.cell("alpha", "UTIL") == "60 %")
         assert table_hosts(app) == ["alpha", "bravo", "charlie", "delta:9400"]
-        assert table.cursor_row == 2  # the cursor stays where it was
+        assert table.cursor_name == "charlie"  # the cursor stays where it was
 
     run(app, body)

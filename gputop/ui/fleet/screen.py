@@ -13,10 +13,11 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import Footer, Input, Static
 
 from gputop.fleet.model import HISTORY_POINTS, HISTORY_STEP_S, Fleet, FleetHost, HostHistory
 from gputop.fleet.text import COLUMNS, RIGHT, host_cells, render_stuck_report
+from gputop.ui.fleet.host_table import HostRow, HostTable
 from gputop.ui.fleet.poller import FleetPoller, stale_s
 from gputop.ui.text import sparkline
 
@@ -110,15 +111,12 @@ class FleetScreen(Screen[None]):
         self.sort_reverse = False
         self.filter_text = ""
         self.shown: list[str] = []  # host names in table order
-        self.rows: dict[str, list[Text]] = {}  # host name -> its cells as shown
+        self._header = Text()
 
     def compose(self) -> ComposeResult:
         yield Static(id="fleet-header")
         yield Static(id="fleet-error")
-        table: DataTable[Text | str] = DataTable(
-            id="fleet-hosts", cursor_type="row", zebra_stripes=True
-        )
-        yield table
+        yield HostTable((*COLUMNS, *SPARK_COLUMNS), right=RIGHT, id="fleet-hosts")
         yield Input(
             placeholder="filter: host, address, job, GPU model, down, stuck", id="fleet-filter"
         )
@@ -126,49 +124,27 @@ class FleetScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        table = self.query_one("#fleet-hosts", DataTable)
-        for column in (*COLUMNS, *SPARK_COLUMNS):
-            table.add_column(column, key=column)
         self.show_state()
         self.set_interval(1.0, self.show_header)
-        self.poller.start()  # after the columns: its first news finds the table ready
+        self.poller.start()  # after the table: its first news finds it ready
 
     # -- showing --------------------------------------------------------------------------
     def show_state(self) -> None:
         """The poller's newest state: the table, the report, the header."""
         state = self.poller.state
         fleet = state.fleet
-        table: DataTable[Text | str] = self.query_one("#fleet-hosts", DataTable)
         hosts = (
             [] if fleet is None else sort_hosts(fleet.hosts, self.sort_column, self.sort_reverse)
         )
         hosts = [h for h in hosts if matches(h, self.filter_text)]
         history = fleet.history if fleet is not None else {}
-        rows = {h.name: self._cells(h, history.get(h.name)) for h in hosts}
-        names = list(rows)
-        if names == self.shown and table.row_count == len(names):
-            # The same rows in the same order (the usual refresh): only the cells that changed.
-            # Rebuilding 500 rows every refresh was most of the overview's own CPU.
-            columns = (*COLUMNS, *SPARK_COLUMNS)
-            for name, cells in rows.items():
-                old = self.rows.get(name, [])
-                for column, cell, before in zip(columns, cells, old, strict=True):
-                    if (cell.plain, cell.style) != (before.plain, before.style):
-                        table.update_cell(name, column, cell)
-        else:
-            current = (
-                self.shown[table.cursor_row] if 0 <= table.cursor_row < len(self.shown) else None
-            )
-            table.clear()
-            for name, cells in rows.items():
-                table.add_row(*cells, key=name)
-            self.shown = names
-            if current in self.shown:
-                table.move_cursor(row=self.shown.index(current))
-        self.rows = rows
-        for column in COLUMNS:
-            arrow = (" ▼" if self.sort_reverse else " ▲") if column == self.sort_column else ""
-            table.columns[column].label = Text(column + arrow)  # type: ignore[index]
+        labels = [
+            column + ((" ▼" if self.sort_reverse else " ▲") if column == self.sort_column else "")
+            for column in COLUMNS
+        ]
+        table = self.query_one("#fleet-hosts", HostTable)
+        table.show([_row(h, history.get(h.name)) for h in hosts], [*labels, *SPARK_COLUMNS])
+        self.shown = table.row_names
         report = self.query_one("#fleet-stuck", Static)
         report.update(
             "" if fleet is None or not fleet.hosts else render_stuck_report(fleet).rstrip()
@@ -181,28 +157,10 @@ class FleetScreen(Screen[None]):
     def show_header(self) -> None:
         state = self.poller.state
         stale = stale_s(state, time.monotonic(), self.poller.interval_s)
-        self.query_one("#fleet-header", Static).update(
-            header_text(self.source, state.fleet, stale, state.error, len(self.shown))
-        )
-
-    @staticmethod
-    def _cells(host: FleetHost, history: HostHistory | None) -> list[Text]:
-        cells = host_cells(host)
-        row: list[Text] = []
-        for column in COLUMNS:
-            value = cells[column]
-            style = ""
-            if column == "AGE" and host.down:
-                style = "bold red"
-            elif column in ("STUCK", "UNATTR") and value not in ("-", "0"):
-                style = "bold yellow"
-            row.append(Text(value, style=style, justify="right" if column in RIGHT else "left"))
-        empty = (None,) * HISTORY_POINTS
-        trends = (
-            (empty, empty) if history is None else (history.util_percent, history.memory_percent)
-        )
-        row.extend(Text(sparkline(values, HISTORY_POINTS, top=100.0)) for values in trends)
-        return row
+        text = header_text(self.source, state.fleet, stale, state.error, len(self.shown))
+        if text != self._header:  # asked every second: most seconds it says the same
+            self._header = text
+            self.query_one("#fleet-header", Static).update(text)
 
     # -- keys -------------------------------------------------------------------------------
     def action_sort(self, step: int) -> None:
@@ -214,8 +172,8 @@ class FleetScreen(Screen[None]):
         self.sort_reverse = not self.sort_reverse
         self.show_state()
 
-    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
-        column = str(event.column_key.value)
+    def on_host_table_header_clicked(self, event: HostTable.HeaderClicked) -> None:
+        column = event.column
         if column not in SORT_KEYS:  # a sparkline
             return
         if column == self.sort_column:
@@ -234,7 +192,7 @@ class FleetScreen(Screen[None]):
         box.value = ""
         box.remove_class("shown")
         self.filter_text = ""
-        self.query_one("#fleet-hosts", DataTable).focus()
+        self.query_one("#fleet-hosts", HostTable).focus()
         self.show_state()
 
     def on_input_changed(self, event: Input.Changed) -> None:
@@ -244,12 +202,31 @@ class FleetScreen(Screen[None]):
     def on_input_submitted(self, _event: Input.Submitted) -> None:
         if not self.filter_text:
             self.query_one("#fleet-filter", Input).remove_class("shown")
-        self.query_one("#fleet-hosts", DataTable).focus()
+        self.query_one("#fleet-hosts", HostTable).focus()
 
     def action_refresh(self) -> None:
         self.poller.refresh()
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+    def on_host_table_row_chosen(self, event: HostTable.RowChosen) -> None:
         """Enter on a host row: its GPUs and processes."""
-        if event.data_table.id == "fleet-hosts" and event.row_key.value is not None:
-            self.app.show_host(str(event.row_key.value))  # type: ignore[attr-defined]
+        self.app.show_host(event.name)  # type: ignore[attr-defined]
+
+
+def _row(host: FleetHost, history: HostHistory | None) -> HostRow:
+    """A host's cells (the sparklines last) and its row's look."""
+    cells = host_cells(host)
+    empty = (None,) * HISTORY_POINTS
+    trends = (empty, empty) if history is None else (history.util_percent, history.memory_percent)
+    state = ""
+    if host.down:
+        state = "down"
+    elif cells["STUCK"] not in ("-", "0") or cells["UNATTR"] not in ("-", "0"):
+        state = "stuck"
+    return HostRow(
+        name=host.name,
+        cells=(
+            *(cells[c] for c in COLUMNS),
+            *(sparkline(values, HISTORY_POINTS, top=100.0) for values in trends),
+        ),
+        state=state,
+    )

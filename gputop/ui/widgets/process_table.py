@@ -22,9 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from rich.segment import Segment
 from rich.style import Style
-from textual import events
 from textual.binding import Binding
 from textual.geometry import Size
 from textual.message import Message
@@ -35,6 +33,7 @@ from gputop.engine.model import ProcessRow, Snapshot
 from gputop.ui import rows as R
 from gputop.ui.paint.bare_strip import bare_strip
 from gputop.ui.paint.framed_lines import FramedLines
+from gputop.ui.paint.row_cursor import CURSOR_BINDINGS, RowCursor
 
 GAP = 2  # spaces between columns
 
@@ -46,7 +45,7 @@ class _Shown:
     tagged: bool
 
 
-class ProcessTable(FramedLines, ScrollView, can_focus=True):
+class ProcessTable(FramedLines, RowCursor, ScrollView, can_focus=True):
     """Shows Snapshot.processes through a TableView, with a row cursor and tags."""
 
     COMPONENT_CLASSES = {
@@ -62,10 +61,7 @@ class ProcessTable(FramedLines, ScrollView, can_focus=True):
         Binding("enter", "choose", "Details", show=False),
         Binding("down,j,ctrl+n", "cursor(1)", "Down", show=False),
         Binding("up,ctrl+p", "cursor(-1)", "Up", show=False),
-        Binding("pagedown", "page(1)", "Page down", show=False),
-        Binding("pageup", "page(-1)", "Page up", show=False),
-        Binding("home", "cursor(-1000000)", "First", show=False),
-        Binding("end", "cursor(1000000)", "Last", show=False),
+        *CURSOR_BINDINGS,
         Binding("right", "sideways(8)", "Scroll right", show=False),
         Binding("left", "sideways(-8)", "Scroll left", show=False),
     ]
@@ -204,24 +200,10 @@ class ProcessTable(FramedLines, ScrollView, can_focus=True):
         ]
 
     # -- actions ------------------------------------------------------------------------
-    def move_cursor(self, row: int) -> None:
-        """Put the cursor on a row (clamped) and scroll it into view."""
-        old = self.cursor
-        self.cursor = max(0, min(len(self._order) - 1, row)) if self._order else 0
-        if old != self.cursor:
-            self.refresh_line(old + 1)
-            self.refresh_line(self.cursor + 1)
-        body = max(1, self.scrollable_content_region.height - 1)
-        if self.cursor < self.scroll_y:
-            self.scroll_to(y=self.cursor, animate=False)
-        elif self.cursor >= self.scroll_y + body:
-            self.scroll_to(y=self.cursor - body + 1, animate=False)
-
-    def action_cursor(self, step: int) -> None:
-        self.move_cursor(self.cursor + step)
-
-    def action_page(self, pages: int) -> None:
-        self.move_cursor(self.cursor + pages * max(1, self.scrollable_content_region.height - 1))
+    @property
+    def row_count(self) -> int:
+        """Rows shown (after the view's filter)."""
+        return len(self._order)
 
     def action_sideways(self, columns: int) -> None:
         self.scroll_to(x=self.scroll_x + columns, animate=False)
@@ -240,23 +222,12 @@ class ProcessTable(FramedLines, ScrollView, can_focus=True):
         self._sync()
         self.action_cursor(1)
 
-    def on_click(self, event: events.Click) -> None:
-        offset = event.get_content_offset(self)
-        if offset is None:
-            return
-        if offset.y == 0:
-            column = self._column_at(offset.x + int(self.scroll_x))
-            if column is not None:
-                same = column == self.view.sort
-                reverse = not self.view.reverse if same else column in R.NUMERIC
-                self.set_view(replace(self.view, sort=column, reverse=reverse))
-            return
-        index = int(self.scroll_y) + offset.y - 1
-        if index >= len(self._order):
-            return
-        if index == self.cursor:
-            self.action_choose()  # a click on the selected row opens it
-        self.move_cursor(index)
+    def header_clicked(self, x: int) -> None:
+        column = self._column_at(x)
+        if column is not None:
+            same = column == self.view.sort
+            reverse = not self.view.reverse if same else column in R.NUMERIC
+            self.set_view(replace(self.view, sort=column, reverse=reverse))
 
     def _column_at(self, x: int) -> R.Column | None:
         start = 1
@@ -414,19 +385,6 @@ class ProcessTable(FramedLines, ScrollView, can_focus=True):
     def _header_line(self) -> str:
         return self._line(tuple(self.header_label(c) for c in _ALL))
 
-    def _style(self, name: str) -> Style:
-        """Styles resolved once per CSS/theme/focus change, not once per painted line."""
-        style = self._styles.get(name)
-        if style is None:
-            base = self.rich_style
-            style = base if name == "base" else base + self.get_component_rich_style(name)
-            self._styles[name] = style
-        return style
-
-    def notify_style_update(self) -> None:
-        self._styles.clear()
-        super().notify_style_update()
-
     def _begin_paint(self) -> None:
         # One geometry lookup per paint instead of one per row (FramedLines calls this).
         self._paint_geometry = self._geometry()
@@ -456,13 +414,9 @@ class ProcessTable(FramedLines, ScrollView, can_focus=True):
             if known is None:  # scrolled into view before a tick formatted it
                 known = self._lines[key] = self._line(self._shown_of(key).cells)
             text, style = known, self._row_style(key, index, base)
-        line = text[scroll_x : scroll_x + width].ljust(width)
-        cached = self._painted.get(y)
-        if cached is not None and cached[0] == line and cached[1] is style:
-            return cached[2]  # the same object: FramedLines reuses the joined row
-        strip = bare_strip([Segment(line, style)], width)
-        self._painted[y] = (line, style, strip)
-        return strip
+        return self._paint(
+            y, text[scroll_x : scroll_x + width].ljust(width), style, width, bare_strip
+        )
 
     def _row_style(self, key: str, index: int, base: Style) -> Style:
         shown = self._shown_of(key)
@@ -474,14 +428,6 @@ class ProcessTable(FramedLines, ScrollView, can_focus=True):
         if index == self.cursor:
             style += self._style("process-table--cursor")
         return style
-
-    def on_focus(self) -> None:
-        self._styles.clear()
-        self.refresh_line(self.cursor + 1)
-
-    def on_blur(self) -> None:
-        self._styles.clear()
-        self.refresh_line(self.cursor + 1)
 
 
 _ALL = tuple(R.Column)

@@ -25,6 +25,7 @@ from gputop.fleet.model import (
     build_fleet,
 )
 from gputop.ui.fleet.app import FleetApp
+from gputop.ui.fleet.gpu_card import GpuCard, card_lines
 from gputop.ui.fleet.host import HostScreen
 from gputop.ui.fleet.host_table import HostTable
 from gputop.ui.fleet.poller import PollState, stale_s
@@ -236,9 +237,12 @@ def test_enter_drills_into_a_host_and_escape_comes_back() -> None:
         await until(pilot, lambda: isinstance(app.screen, HostScreen))
         screen = app.screen
         assert isinstance(screen, HostScreen) and screen.host_name == "bravo"
-        gpus = screen.query_one("#host-gpus", DataTable)
-        assert [str(gpus.get_row_at(i)[0]) for i in range(gpus.row_count)] == ["0", "1"]
-        assert [str(c) for c in gpus.get_row_at(0)][2:3] == ["90 %"]
+        cards = list(screen.query(GpuCard))
+        assert [c.border_title for c in cards] == ["GPU 0", "GPU 1"]
+        util, memory, power_temp = card_lines(cards[0].gpu)
+        assert util.startswith("UTIL ") and util.endswith(" 90 %")
+        assert GLYPHS.bar_full * 10 in util  # 90 % of a 12-cell bar: 10.8 cells
+        assert memory.endswith(" GiB") and power_temp.endswith("80°C")
         procs = screen.query_one("#host-processes", DataTable)
         await until(pilot, lambda: procs.row_count == 2)
         assert [str(c) for c in procs.get_row_at(0)] == ["1", "77", "ana", "train", "-", "3.0 GiB"]

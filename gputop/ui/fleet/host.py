@@ -1,5 +1,5 @@
-"""One host of the fleet, drilled into: its GPUs (from the overview's newest read) and its
-processes (gputop_process_gpu_memory_bytes, one query at each refresh while shown, on a worker
+"""One host of the fleet, drilled into: its GPUs as panels (from the overview's newest read) and
+its processes (gputop_process_gpu_memory_bytes, one query at each refresh while shown, on a worker
 thread). Read-only: a signal is sent on the box itself."""
 
 from __future__ import annotations
@@ -11,20 +11,21 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.containers import Container
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from gputop.errors import GputopError
-from gputop.fleet.model import FleetHost, FleetProcess
+from gputop.fleet.model import FleetGpu, FleetHost, FleetProcess
 from gputop.fleet.text import gib, stuck_words
+from gputop.ui.fleet.gpu_card import CARD_WIDTH, GpuCard
 from gputop.ui.fleet.poller import FleetPoller
 
 ReadProcesses = Callable[[FleetHost], "tuple[FleetProcess, ...] | None"]
 
-GPU_COLUMNS = ("GPU", "MODEL", "UTIL", "MEMORY", "POWER", "TEMP")
 PROCESS_COLUMNS = ("GPU", "PID", "USER", "COMMAND", "CONTAINER", "GPU MEMORY")
-RIGHT = frozenset({"GPU", "UTIL", "MEMORY", "POWER", "TEMP", "PID", "GPU MEMORY"})
+RIGHT = frozenset({"GPU", "PID", "GPU MEMORY"})
 
 
 def signal_hint(host: str) -> str:
@@ -62,8 +63,7 @@ class HostScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Static(id="host-header")
-        gpus: DataTable[Text] = DataTable(id="host-gpus", cursor_type="none")
-        yield gpus
+        yield Container(id="host-gpus")
         yield Static(id="host-processes-title")
         processes: DataTable[Text] = DataTable(
             id="host-processes", cursor_type="row", zebra_stripes=True
@@ -73,8 +73,6 @@ class HostScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        for column in GPU_COLUMNS:
-            self.query_one("#host-gpus", DataTable).add_column(column, key=column)
         for column in PROCESS_COLUMNS:
             self.query_one("#host-processes", DataTable).add_column(column, key=column)
         self.show_state()
@@ -90,8 +88,6 @@ class HostScreen(Screen[None]):
         """The poller's newest read of the host, and a new read of its processes."""
         host = self.host()
         header = Text(self.host_name, style="bold")
-        gpus: DataTable[Text] = self.query_one("#host-gpus", DataTable)
-        gpus.clear()
         if host is None:
             header.append("  no longer in the fleet")
         else:
@@ -101,20 +97,26 @@ class HostScreen(Screen[None]):
             words = stuck_words(host)
             if words:
                 header.append(f"  {', '.join(words)}", style="bold yellow")
-            for gpu in host.gpus:
-                used, total = gpu.memory_used_bytes, gpu.memory_total_bytes
-                cells = {
-                    "GPU": gpu.gpu,
-                    "MODEL": gpu.model or "-",
-                    "UTIL": _number(gpu.util_percent, " %"),
-                    "MEMORY": "-" if used is None else f"{gib(used)} / {gib(total)} GiB",
-                    "POWER": _number(gpu.power_w, " W"),
-                    "TEMP": _number(gpu.temperature_c, "°C"),
-                }
-                gpus.add_row(*(self._cell(c, cells[c]) for c in GPU_COLUMNS), key=gpu.uuid or None)
+            self.show_gpus(host.gpus)
             self.read(host)
         self.query_one("#host-header", Static).update(header)
         self.show_processes()
+
+    def on_resize(self) -> None:
+        # As many columns of panels as fit (one on an 80-column terminal, three at 120).
+        box = self.query_one("#host-gpus", Container)
+        box.styles.grid_size_columns = max(1, self.size.width // CARD_WIDTH)
+
+    def show_gpus(self, gpus: tuple[FleetGpu, ...]) -> None:
+        """A panel per GPU: the same panels take new readings; other GPUs, new panels."""
+        box = self.query_one("#host-gpus", Container)
+        cards = list(box.query(GpuCard))
+        if [c.gpu.uuid or c.gpu.gpu for c in cards] == [g.uuid or g.gpu for g in gpus]:
+            for card, gpu in zip(cards, gpus, strict=True):
+                card.show(gpu)
+            return
+        box.remove_children()
+        box.mount_all(GpuCard(gpu) for gpu in gpus)
 
     @work(thread=True, exclusive=True, group="processes")
     def read(self, host: FleetHost) -> None:

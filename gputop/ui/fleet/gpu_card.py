@@ -1,0 +1,44 @@
+"""One GPU of a fleet host as a small panel: its index and model in the border, utilisation and
+memory as bars, power and temperature (what Prometheus has of it; ``-`` where nothing)."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from gputop.fleet.model import FleetGpu
+from gputop.fleet.text import gib
+from gputop.ui.text import bar
+
+BAR_WIDTH = 12
+CARD_WIDTH = 40  # cells a card takes, border and gutter included: the grid's columns
+
+
+def card_lines(gpu: FleetGpu, degree: str = "°") -> list[str]:
+    """The panel's lines: utilisation and memory bars, then power and temperature."""
+    util = gpu.util_percent
+    used, total = gpu.memory_used_bytes, gpu.memory_total_bytes
+    memory = None if used is None or not total else used / total
+    return [
+        f"UTIL {bar(None if util is None else util / 100, BAR_WIDTH)} "
+        + ("-" if util is None else f"{util:.0f} %"),
+        f"MEM  {bar(memory, BAR_WIDTH)} "
+        + ("-" if used is None else f"{gib(used)} / {gib(total)} GiB"),
+        ("-" if gpu.power_w is None else f"{gpu.power_w:.0f} W")
+        + "   "
+        + ("-" if gpu.temperature_c is None else f"{gpu.temperature_c:.0f}{degree}C"),
+    ]
+
+
+class GpuCard(Static):
+    """A fleet GPU's panel; :meth:`show` takes its newest reading."""
+
+    def __init__(self, gpu: FleetGpu) -> None:
+        super().__init__(classes="gpu-card")
+        self.show(gpu)
+
+    def show(self, gpu: FleetGpu) -> None:
+        """Paint this reading (the border title names the GPU)."""
+        self.gpu = gpu
+        self.border_title = f"GPU {gpu.gpu}" + (f" · {gpu.model}" if gpu.model else "")
+        self.update(Text("\n".join(card_lines(gpu)), no_wrap=True, overflow="ellipsis"))

@@ -19,8 +19,8 @@ from types import TracebackType
 from typing import IO, Any
 
 from gputop import units
-from gputop.engine.model import Snapshot
-from gputop.engine.source import PidMemory, Source, open_source, pid_memory_of
+from gputop.engine.model import PidMemory, Snapshot, pid_memory_of
+from gputop.engine.source import Source, open_source
 from gputop.units import MiB
 
 _lock = threading.RLock()  # one reader of the shared source at a time

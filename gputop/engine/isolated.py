@@ -31,10 +31,9 @@ from typing import IO, Any
 
 from gputop.engine.crash import describe_exit
 from gputop.engine.deadline import placeholder
-from gputop.engine.model import GpuProcess, GpuSample, Snapshot, SystemInfo
+from gputop.engine.model import GpuProcess, GpuSample, PidMemory, Snapshot, SystemInfo
 from gputop.engine.ourselves import add_helper, drop_helper
 from gputop.engine.sanitize import clean
-from gputop.engine.source import PidMemory
 from gputop.engine.wire import Interner, Sender, WireError, receive
 from gputop.errors import DriverError, DriverMissing, DriverTimeout, UsageError
 

@@ -6,6 +6,7 @@ Units are in the field names; ``None`` means the driver does not report the fiel
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -392,3 +393,29 @@ class Snapshot:
             listed = [p for p in gpu.processes if p.pid == row.pid] if gpu is not None else []
             labels.append(listed[0].device_label if listed else device_label(index))
         return tuple(labels)
+
+
+@dataclass(frozen=True, slots=True)
+class PidMemory:
+    """The GPU memory some PIDs use, per GPU: what ``Source.pid_memory`` reads."""
+
+    taken_at_mono: float
+    by_gpu_bytes: tuple[tuple[int, int], ...]  # (GPU index, bytes) for each GPU that answered
+
+    @property
+    def total_bytes(self) -> int:
+        """Over all GPUs."""
+        return sum(used for _, used in self.by_gpu_bytes)
+
+
+def pid_memory_of(snapshot: Snapshot, pids: Iterable[int]) -> PidMemory:
+    """``pid_memory`` worked out from a whole snapshot (for a source without the light read)."""
+    wanted = frozenset(pids)
+    return PidMemory(
+        taken_at_mono=snapshot.taken_at_mono,
+        by_gpu_bytes=tuple(
+            (g.index, sum(p.used_memory_bytes or 0 for p in g.processes if p.pid in wanted))
+            for g in snapshot.gpus
+            if g.state is GpuState.OK
+        ),
+    )

@@ -28,6 +28,7 @@ from gputop.engine.model import (
     GpuSample,
     GpuState,
     MigDevice,
+    PidMemory,
     ProcessType,
     Scalar,
     Snapshot,
@@ -36,7 +37,6 @@ from gputop.engine.model import (
 )
 from gputop.engine.probes import TYPED, Probe
 from gputop.engine.sanitize import clean, clean_optional
-from gputop.engine.source import PidMemory
 from gputop.errors import DriverError, DriverMissing
 
 T = TypeVar("T")

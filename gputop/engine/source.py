@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Protocol
 
-from gputop.engine.model import GpuState, Snapshot
+from gputop.engine.model import PidMemory, Snapshot
 from gputop.errors import DriverMissing
 
 DEMO_ENV = "GPUTOP_DEMO"  # set to a scenario name (or "1" for the demo) to use the simulated driver
@@ -17,39 +16,13 @@ DEMO_ENV = "GPUTOP_DEMO"  # set to a scenario name (or "1" for the demo) to use 
 IN_PROCESS_ENV = "GPUTOP_IN_PROCESS"
 
 
-@dataclass(frozen=True, slots=True)
-class PidMemory:
-    """The GPU memory some PIDs use, per GPU: what ``Source.pid_memory`` reads."""
-
-    taken_at_mono: float
-    by_gpu_bytes: tuple[tuple[int, int], ...]  # (GPU index, bytes) for each GPU that answered
-
-    @property
-    def total_bytes(self) -> int:
-        """Over all GPUs."""
-        return sum(used for _, used in self.by_gpu_bytes)
-
-
-def pid_memory_of(snapshot: Snapshot, pids: Iterable[int]) -> PidMemory:
-    """``pid_memory`` worked out from a whole snapshot (for a source without the light read)."""
-    wanted = frozenset(pids)
-    return PidMemory(
-        taken_at_mono=snapshot.taken_at_mono,
-        by_gpu_bytes=tuple(
-            (g.index, sum(p.used_memory_bytes or 0 for p in g.processes if p.pid in wanted))
-            for g in snapshot.gpus
-            if g.state is GpuState.OK
-        ),
-    )
-
-
 class Source(Protocol):
     """Anything that can read a complete Snapshot of the box.
 
     A source may also have ``request_probes(probes, explain)`` (NvmlSource has): ``gputop query``
     calls it to have the driver read the extra fields it shows (see gputop.engine.probes).
     ``pid_memory`` is the light read (gputop's own sources have it; a caller's own source may
-    not: see :func:`pid_memory_of`).
+    not: see :func:`gputop.engine.model.pid_memory_of`).
     """
 
     @property

@@ -15,8 +15,7 @@ import pytest
 
 from gputop import sim
 from gputop.engine.isolated import DriverConfig, IsolatedSource
-from gputop.engine.model import Snapshot
-from gputop.engine.source import pid_memory_of
+from gputop.engine.model import Snapshot, pid_memory_of
 
 MiB = 1024**2
 SimSource = Callable[..., tuple[Any, sim.SimLibrary]]

@@ -245,6 +245,7 @@ class RowMemo:
         self._verdicts: dict[int, _Verdict] = {}
         # Each process's row and the driver's entries it was built from, last call.
         self._rows: dict[int, tuple[list[GpuProcess], ProcessRow]] = {}
+        self._devices: DeviceMap | None = None  # the last call's (its verdicts name it)
         self.reused = 0  # verdicts reused in the last call
         self.rows_reused = 0  # whole rows reused in the last call
 
@@ -264,7 +265,7 @@ def _verdict(
         and last.listed == listed
         and last.suspect == suspect
         and last.device_files == device_files
-        and (not device_files or last.devices == devices)
+        and (not device_files or last.devices is devices or last.devices == devices)
     ):
         return last
     orphaned, orphan_note = is_orphaned(info) if (listed or device_files) else (False, None)
@@ -424,10 +425,15 @@ def process_rows(
     last_rows = memo._rows if memo is not None else {}
     verdicts: dict[int, _Verdict] = {}
     built: dict[int, tuple[list[GpuProcess], ProcessRow]] = {}
-    rows_reused = 0
+    rows_reused = verdicts_reused = 0
     listed, used = _listed_by_pid(gpus)
     held = holders.holders if holders is not None else {}
     devices = DeviceMap.of(gpus)
+    if memo is not None:
+        # The last tick's map when equal (nearly always): one comparison a tick, not one a row.
+        if memo._devices == devices:
+            devices = memo._devices
+        memo._devices = devices
     # The most GPU memory first: past the reader's allowance of new processes a tick, those on
     # screen in the default order are read first.
     pids = sorted(listed, key=used.__getitem__, reverse=True)
@@ -459,12 +465,24 @@ def process_rows(
                 # The incremental watch has looked at every PID in `checked` since NVML listed
                 # it; it reads the others first, within a tick or a few at thousands of them.
                 suspect = pid in holders.checked
-        verdict = _verdict(
-            info, bool(contexts), files, suspect=suspect, devices=devices, last=last.get(pid)
-        )
+        known = last.get(pid)
+        if (  # _verdict's own check, inline: it is asked of every row, every tick
+            known is not None
+            and known.info is info
+            and known.suspect == suspect
+            and known.device_files == files
+            and known.listed == bool(contexts)
+            and (not files or known.devices is devices)
+        ):
+            verdict = known
+        else:
+            verdict = _verdict(
+                info, bool(contexts), files, suspect=suspect, devices=devices, last=known
+            )
         verdicts[pid] = verdict
+        verdicts_reused += verdict is known
         before = last_rows.get(pid)
-        if before is not None and verdict is last.get(pid) and _same(before[0], contexts):
+        if before is not None and verdict is known and _same(before[0], contexts):
             # Nothing it is built from changed (the driver's entries are the last reading's
             # objects when equal: wire.Interner), and neither can its peak: it is this row's.
             row = before[1]
@@ -474,7 +492,7 @@ def process_rows(
         built[pid] = (contexts, row)
         rows.append(row)
     if memo is not None:
-        memo.reused = sum(1 for pid, v in verdicts.items() if last.get(pid) is v)
+        memo.reused = verdicts_reused
         memo.rows_reused = rows_reused
         memo._verdicts = verdicts
         memo._rows = built

@@ -329,7 +329,12 @@ class ProcReader:
                 and known.shown_from is known.info
                 and shown.cpu_percent == 0.0
                 and not known.light
-                and now - known.full_at < self.full_every_s
+                and (
+                    now - known.full_at < self.full_every_s
+                    # due, but this call's periodic full readings are spent (at thousands of
+                    # processes, nearly all are due: each is read in full every ~50 s)
+                    or (self._refreshes_left is not None and self._refreshes_left <= 0)
+                )
             ):
                 known.stat_at = now
                 return shown, known.key

@@ -28,6 +28,15 @@ class _Clock:
         return self.now
 
 
+def _paced_reader(
+    monkeypatch: pytest.MonkeyPatch, *, refreshes_per_call: int
+) -> tuple[ProcReader, _Clock]:
+    """A reader on a hand-moved clock, reading in full every 5 s, this many a call at most."""
+    monkeypatch.setattr(procs, "REFRESHES_PER_CALL", refreshes_per_call)
+    clock = _Clock()
+    return ProcReader(full_every_s=5.0, clock=clock), clock
+
+
 def test_what_read_many_was_asked_is_kept_past_max_cached(spawner: Spawner) -> None:
     pids = [spawner.start(SLEEP).pid for _ in range(5)]
     reader = ProcReader(max_cached=2)
@@ -41,10 +50,8 @@ def test_what_read_many_was_asked_is_kept_past_max_cached(spawner: Spawner) -> N
 def test_periodic_full_readings_are_spread_over_calls(
     spawner: Spawner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(procs, "REFRESHES_PER_CALL", 2)
     pids = [spawner.start(SLEEP).pid for _ in range(5)]
-    clock = _Clock()
-    reader = ProcReader(full_every_s=5.0, clock=clock)
+    reader, clock = _paced_reader(monkeypatch, refreshes_per_call=2)
     reader.read_many(pids)
     clock.now += 10  # every one is due for its periodic full reading
     counts = []
@@ -219,3 +226,24 @@ def test_an_idle_process_still_gets_its_periodic_full_reading(spawner: Spawner) 
     clock.now += 10
     reader.read_many([idle.pid])
     assert reader.full_reads == before + 1  # its command line and user are read again
+
+
+def test_idle_processes_past_the_calls_full_readings_keep_their_reading(
+    spawner: Spawner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # At thousands of processes nearly all are due their periodic full reading; those past the
+    # call's allowance are answered as they were, not read again field by field.
+    pids = [spawner.ready(IDLE).pid for _ in range(3)]
+    reader, clock = _paced_reader(monkeypatch, refreshes_per_call=1)
+    reader.read_many(pids)
+    clock.now += 1
+    before = reader.read_many(pids)
+    clock.now += 10  # all three due
+    full = reader.full_reads
+    parsed: list[bytes] = []
+    real_parse = procs._parse_stat
+    monkeypatch.setattr(procs, "_parse_stat", lambda data: parsed.append(data) or real_parse(data))
+    after = reader.read_many(pids)
+    assert reader.full_reads == full + 1
+    assert sum(after[pid] is before[pid] for pid in pids) == 2
+    assert len(parsed) == 1  # only the one read in full: the others' stat was as it was

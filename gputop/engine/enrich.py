@@ -257,17 +257,9 @@ def _verdict(
     *,
     suspect: bool,
     devices: DeviceMap | None,
-    last: _Verdict | None = None,
 ) -> _Verdict:
-    if (
-        last is not None
-        and last.info is info
-        and last.listed == listed
-        and last.suspect == suspect
-        and last.device_files == device_files
-        and (not device_files or last.devices is devices or last.devices == devices)
-    ):
-        return last
+    """A process's verdict, made anew (process_rows keeps the last one while its inputs are the
+    same objects)."""
     orphaned, orphan_note = is_orphaned(info) if (listed or device_files) else (False, None)
     held, on_lost = devices.gpus_of(device_files) if devices and device_files else (set(), ())
     facts = ProcFacts(
@@ -466,19 +458,18 @@ def process_rows(
                 # it; it reads the others first, within a tick or a few at thousands of them.
                 suspect = pid in holders.checked
         known = last.get(pid)
-        if (  # _verdict's own check, inline: it is asked of every row, every tick
+        if (  # its inputs unchanged: the same reading (the reader keeps an unchanged one)...
             known is not None
             and known.info is info
             and known.suspect == suspect
             and known.device_files == files
             and known.listed == bool(contexts)
+            # ... and the same device map (the memo keeps an unchanged one)
             and (not files or known.devices is devices)
         ):
             verdict = known
         else:
-            verdict = _verdict(
-                info, bool(contexts), files, suspect=suspect, devices=devices, last=known
-            )
+            verdict = _verdict(info, bool(contexts), files, suspect=suspect, devices=devices)
         verdicts[pid] = verdict
         verdicts_reused += verdict is known
         before = last_rows.get(pid)

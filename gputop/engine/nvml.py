@@ -380,13 +380,12 @@ class NvmlSource:
     def _listed_memory(self, h: Any) -> dict[int, int | None]:
         """PID -> its memory on this GPU, merged over both lists as _read_processes does."""
         by_pid: dict[int, int | None] = {}
+
+        def migs() -> list[tuple[int | None, int | None, Any]]:
+            return [(None, None, mh) for _, mh in _mig_handles(h)] if _in_mig_mode(h) else []
+
         for kind in ("Compute", "Graphics"):
-            listed, error = self._list_processes(kind, h, self._light_buffers)
-            if error == pynvml.NVML_ERROR_NO_PERMISSION and _in_mig_mode(h):
-                # MIG without the privilege for the GPU's own list: each MIG device's
-                for _, mh in _mig_handles(h):
-                    listed += self._list_processes(kind, mh, self._light_buffers)[0]
-            for pid, used, _, _ in listed:
+            for pid, used, _, _ in self._list_on_gpu(kind, h, migs, self._light_buffers):
                 by_pid[pid] = used if pid not in by_pid else _max_known(by_pid[pid], used)
         return by_pid
 
@@ -557,7 +556,7 @@ class NvmlSource:
         # the process's whole memory on this GPU: count it once, as nvidia-smi and nvitop do.
         by_pid: dict[int, tuple[ProcessType, int | None, int | None, int | None]] = {}
         for kind, ptype in (("Compute", ProcessType.COMPUTE), ("Graphics", ProcessType.GRAPHICS)):
-            for pid, used, gi, ci in self._list_on_gpu(kind, h, migs):
+            for pid, used, gi, ci in self._list_on_gpu(kind, h, lambda: _instances(migs)):
                 seen = by_pid.get(pid)
                 if seen is None:
                     by_pid[pid] = (ptype, used, gi, ci)
@@ -582,25 +581,23 @@ class NvmlSource:
         )
 
     def _list_on_gpu(
-        self, kind: str, h: Any, migs: Sequence[tuple[MigDevice, Any]]
+        self,
+        kind: str,
+        h: Any,
+        migs: Callable[[], Sequence[tuple[int | None, int | None, Any]]],
+        buffers: _ListBuffers | None = None,
     ) -> list[_Listed]:
         """The GPU's contexts of one kind. In MIG mode the GPU's own list needs privileges
         (NVML: "aggregate information, only if the caller has appropriate privileges"); without
-        them, each MIG device's list, whose contexts run in that device's instances."""
-        listed, error = self._list_processes(kind, h)
-        if error != pynvml.NVML_ERROR_NO_PERMISSION or not migs:
+        them, each MIG device's list, whose contexts run in that device's instances (``migs``,
+        asked only then: each MIG device's GPU and compute instance ids and handle)."""
+        listed, error = self._list_processes(kind, h, buffers)
+        if error != pynvml.NVML_ERROR_NO_PERMISSION:
             return listed
         out: list[_Listed] = []
-        for mig, mh in migs:
-            for pid, used, gi, ci in self._list_processes(kind, mh)[0]:
-                out.append(
-                    (
-                        pid,
-                        used,
-                        mig.gpu_instance_id if gi is None else gi,
-                        mig.compute_instance_id if ci is None else ci,
-                    )
-                )
+        for mig_gi, mig_ci, mh in migs():
+            for pid, used, gi, ci in self._list_processes(kind, mh, buffers)[0]:
+                out.append((pid, used, mig_gi if gi is None else gi, mig_ci if ci is None else ci))
         return out
 
     def _foreign_name(self, pid: int) -> str | None:
@@ -1117,6 +1114,13 @@ def _mig_handles(h: Any) -> list[tuple[int, Any]]:
         if mh is not None:
             out.append((i, mh))
     return out
+
+
+def _instances(
+    migs: Sequence[tuple[MigDevice, Any]],
+) -> list[tuple[int | None, int | None, Any]]:
+    """Each MIG device's GPU and compute instance ids, and its handle."""
+    return [(m.gpu_instance_id, m.compute_instance_id, mh) for m, mh in migs]
 
 
 def _in_mig_mode(h: Any) -> bool:

@@ -254,10 +254,10 @@ HISTORY_STEP_S = 30.0
 # their GPU's own series count).
 _BY_HOST = "by (hostname, Hostname)"
 HISTORY_QUERIES: dict[str, str] = {
-    "util": f'avg {_BY_HOST} (DCGM_FI_DEV_GPU_UTIL{{GPU_I_ID=""}})',
+    "util": f"avg {_BY_HOST} (DCGM_FI_DEV_GPU_UTIL{_WHOLE_GPU})",
     "memory": (
-        f'100 * sum {_BY_HOST} (DCGM_FI_DEV_FB_USED{{GPU_I_ID=""}}) / sum {_BY_HOST} '
-        f'(DCGM_FI_DEV_FB_USED{{GPU_I_ID=""}} + DCGM_FI_DEV_FB_FREE{{GPU_I_ID=""}})'
+        f"100 * sum {_BY_HOST} (DCGM_FI_DEV_FB_USED{_WHOLE_GPU}) / sum {_BY_HOST} "
+        f"(DCGM_FI_DEV_FB_USED{_WHOLE_GPU} + DCGM_FI_DEV_FB_FREE{_WHOLE_GPU})"
     ),
 }
 
@@ -407,12 +407,8 @@ class _Builder:
         names = self.names.get(target) or [target[1] or target[0]]
         return [self.host(n) for n in names]
 
-    def host_of_series(self, series: Series) -> _Host | None:
+    def host_of(self, labels: Mapping[str, str]) -> _Host | None:
         """A series' host: its own label, else its target's one host (None: ambiguous)."""
-        return self.host_of_labels(series.labels)
-
-    def host_of_labels(self, labels: Mapping[str, str]) -> _Host | None:
-        """:meth:`host_of_series` of a series with these labels."""
         key = (labels.get("job", ""), labels.get("instance", ""), host_label(labels))
         if key in self._placed:  # the same answer for each of a host's GPUs
             return self._placed[key]
@@ -447,10 +443,9 @@ class _Builder:
                 labels = s.labels
                 if labels.get("GPU_I_ID"):  # a MIG device's series: the GPU's own is enough
                     continue
-                placed = self._place_gpu(labels)
-                if placed is None:
+                gpu = self._place_gpu(labels)
+                if gpu is None:
                     continue
-                gpu = placed
                 if gpu["uuid"]:
                     known = by_uuid.setdefault(str(gpu["uuid"]), [])
                     if not any(g is gpu for g in known):
@@ -463,7 +458,7 @@ class _Builder:
         """The GPU a series with its target or host labels names, on its host (None: none)."""
         if not _placeable(labels):
             return None
-        host = self.host_of_labels(labels)
+        host = self.host_of(labels)
         if host is None:
             return None
         target = _target(labels)
@@ -493,13 +488,13 @@ class _Builder:
 
     def add_gputop(self) -> None:
         for s in self._series("info"):
-            host = self.host_of_series(s)
+            host = self.host_of(s.labels)
             if host is not None:
                 host.gputop = True
                 host.stuck = host.stuck if host.stuck is not None else {}
                 host.unattributed = host.unattributed if host.unattributed is not None else []
         for s in self._series("stuck"):
-            host = self.host_of_series(s)
+            host = self.host_of(s.labels)
             if host is None:
                 continue
             host.gputop = True
@@ -507,7 +502,7 @@ class _Builder:
             state = s.labels.get("state", "other")
             host.stuck[state] = host.stuck.get(state, 0) + int(s.value)
         for s in self._series("unattributed"):
-            host = self.host_of_series(s)
+            host = self.host_of(s.labels)
             if host is None:
                 continue
             host.unattributed = host.unattributed if host.unattributed is not None else []
@@ -520,7 +515,7 @@ class _Builder:
                     )
                 )
         for s in self._series("age"):  # the exporter's own sample age, at its last scrape
-            host = self.host_of_series(s)
+            host = self.host_of(s.labels)
             if host is not None and host.age_s is not None:
                 host.age_s += s.value
 

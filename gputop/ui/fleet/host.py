@@ -32,10 +32,6 @@ def signal_hint(host: str) -> str:
     return f"read-only: signals are sent on the box: ssh {host} gputop"
 
 
-def _number(value: float | None, unit: str, digits: int = 0) -> str:
-    return "-" if value is None else f"{value:.{digits}f}{unit}"
-
-
 class HostScreen(Screen[None]):
     """``host``'s GPUs and processes; Escape goes back to the overview."""
 
@@ -103,7 +99,7 @@ class HostScreen(Screen[None]):
         self.show_processes()
 
     def on_resize(self) -> None:
-        # As many columns of panels as fit (one on an 80-column terminal, three at 120).
+        # As many columns of panels as fit (two on an 80-column terminal, three at 120).
         box = self.query_one("#host-gpus", Container)
         box.styles.grid_size_columns = max(1, self.size.width // CARD_WIDTH)
 

@@ -12,8 +12,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from textual import events
 from textual.pilot import Pilot
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable, Input, Static
 
 from gputop.fleet.client import Answer, PrometheusError, Series
 from gputop.fleet.model import (
@@ -110,6 +111,28 @@ def test_rows_sort_and_filter() -> None:
         await pilot.press("slash", *"down", "enter")
         assert table_hosts(app) == ["delta:9400"]
         await pilot.press("q")
+
+    run(app, body)
+
+
+def test_keys_typed_right_after_slash_go_to_the_filter() -> None:
+    # Typed fast (or pasted): every key is queued before "/" is handled; Enter ends the filter
+    # rather than drilling into the host under the cursor.
+    fleet = sample_fleet()
+    app = FleetApp(lambda: fleet, interval_s=60, source="http://p:9090")
+
+    async def body(app: FleetApp, pilot: Pilot[Any]) -> None:
+        await until(pilot, lambda: len(table_hosts(app)) == 4)
+        keys = [("slash", "/"), *((c, c) for c in "down"), ("enter", None)]
+        for key, char in keys:
+            app.post_message(events.Key(key, char))
+        await pilot.pause()
+        await pilot.pause()
+        assert table_hosts(app) == ["delta:9400"]
+        assert not isinstance(app.screen, HostScreen)
+        # "/" again selects the old filter; in the box "/" is a character, typed over it.
+        await pilot.press("slash", "slash")
+        assert app.screen.query_one("#fleet-filter", Input).value == "/"
 
     run(app, body)
 

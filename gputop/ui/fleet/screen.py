@@ -63,7 +63,7 @@ def matches(host: FleetHost, text: str) -> bool:
     if needle == "down":
         return host.down
     if needle == "stuck":
-        return bool(host.stuck_total) or bool(host.unattributed_bytes)
+        return host.troubled
     haystack = [host.name, *(t.instance for t in host.targets), *(t.job for t in host.targets)]
     haystack += [g.model for g in host.gpus]
     return any(needle in item.lower() for item in haystack)
@@ -98,7 +98,9 @@ class FleetScreen(Screen[None]):
         Binding("s,greater_than_sign", "sort(1)", "Sort"),
         Binding("less_than_sign", "sort(-1)", "Sort back", show=False),
         Binding("r", "reverse", "Reverse"),
-        Binding("slash", "filter", "Filter"),
+        # Priority: handled as it arrives, so the keys typed right after it (fast, or pasted)
+        # go to the filter box, not to the table. In the box itself it is just a "/".
+        Binding("slash", "filter", "Filter", priority=True),
         Binding("escape", "clear_filter", "Clear filter", show=False),
         Binding("f5,ctrl+r", "refresh", "Refresh"),
     ]
@@ -110,7 +112,6 @@ class FleetScreen(Screen[None]):
         self.sort_column = "HOST"
         self.sort_reverse = False
         self.filter_text = ""
-        self.shown: list[str] = []  # host names in table order
         self._header = Text()
 
     def compose(self) -> ComposeResult:
@@ -144,7 +145,6 @@ class FleetScreen(Screen[None]):
         ]
         table = self.query_one("#fleet-hosts", HostTable)
         table.show([_row(h, history.get(h.name)) for h in hosts], [*labels, *SPARK_COLUMNS])
-        self.shown = table.row_names
         report = self.query_one("#fleet-stuck", Static)
         report.update(
             "" if fleet is None or not fleet.hosts else render_stuck_report(fleet).rstrip()
@@ -157,7 +157,8 @@ class FleetScreen(Screen[None]):
     def show_header(self) -> None:
         state = self.poller.state
         stale = stale_s(state, time.monotonic(), self.poller.interval_s)
-        text = header_text(self.source, state.fleet, stale, state.error, len(self.shown))
+        shown = self.query_one("#fleet-hosts", HostTable).row_count
+        text = header_text(self.source, state.fleet, stale, state.error, shown)
         if text != self._header:  # asked every second: most seconds it says the same
             self._header = text
             self.query_one("#fleet-header", Static).update(text)
@@ -182,10 +183,17 @@ class FleetScreen(Screen[None]):
             self.sort_column, self.sort_reverse = column, False
         self.show_state()
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "filter":  # a priority key: in the filter box it is a character
+            return self.focused is not self.query_one("#fleet-filter", Input)
+        return True
+
     def action_filter(self) -> None:
         box = self.query_one("#fleet-filter", Input)
         box.add_class("shown")
-        box.focus()
+        # At once, not on the next idle as focus() does: keys typed right after "/" (fast, or
+        # pasted) are already queued and go to whatever has the focus when they are handled.
+        self.set_focus(box)
 
     def action_clear_filter(self) -> None:
         box = self.query_one("#fleet-filter", Input)
@@ -217,11 +225,7 @@ def _row(host: FleetHost, history: HostHistory | None) -> HostRow:
     cells = host_cells(host)
     empty = (None,) * HISTORY_POINTS
     trends = (empty, empty) if history is None else (history.util_percent, history.memory_percent)
-    state = ""
-    if host.down:
-        state = "down"
-    elif cells["STUCK"] not in ("-", "0") or cells["UNATTR"] not in ("-", "0"):
-        state = "stuck"
+    state = "down" if host.down else ("stuck" if host.troubled else "")
     return HostRow(
         name=host.name,
         cells=(

@@ -33,6 +33,7 @@ from gputop.engine.history import History
 from gputop.engine.holder_watch import HolderWatch
 from gputop.engine.procs import ProcReader
 from gputop.engine.source import open_source
+from gputop.sim.library import _Fn
 
 WARMUP_S = 10.0
 TICKS = 25
@@ -71,8 +72,38 @@ def write_scenario(pids: list[int], path: Path, *, steady: bool = False) -> Path
     return path
 
 
-def _sampler_tick_ms(scenario: Path) -> float:
-    """Median CPU ms of a sampler tick in one process: driver read, holders, enrich, history."""
+class _SimClock:
+    """CPU time spent inside the simulated driver's NVML calls (what a real box spends in
+    libnvidia-ml's C code and the kernel), counted while installed."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._depth = 0
+        self._call = _Fn.__call__
+
+    def __enter__(self) -> _SimClock:
+        clock, call = self, self._call
+
+        def timed(fn: _Fn, *args: Any) -> Any:
+            clock._depth += 1
+            t0 = time.thread_time()
+            try:
+                return call(fn, *args)
+            finally:
+                clock._depth -= 1
+                if not clock._depth:
+                    clock.seconds += time.thread_time() - t0
+
+        _Fn.__call__ = timed  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _Fn.__call__ = self._call  # type: ignore[method-assign]
+
+
+def _sampler_tick_ms(scenario: Path) -> tuple[float, float]:
+    """Median CPU ms of a sampler tick in one process (driver read, holders, enrich, history),
+    and of it the simulated driver's own."""
     source = open_source(scenario=str(scenario))
     try:
         history, reader, watch, memo = (
@@ -81,15 +112,20 @@ def _sampler_tick_ms(scenario: Path) -> float:
             HolderWatch(source.dev_dir),
             RowMemo(),
         )
-        times = []
+        times, sim = [], []
         for _ in range(TICKS):
-            t0 = time.thread_time()
-            snap = source.snapshot()
-            listed = {p.pid for g in snap.gpus for p in g.processes}
-            scan = watch.tick(1.0, listed)
-            history.append(enrich(snap, holders=scan, history=history, reader=reader, memo=memo))
-            times.append(time.thread_time() - t0)
-        return median(times[8:]) * 1000  # past the first ticks' new processes
+            with _SimClock() as clock:
+                t0 = time.thread_time()
+                snap = source.snapshot()
+                listed = {p.pid for g in snap.gpus for p in g.processes}
+                scan = watch.tick(1.0, listed)
+                history.append(
+                    enrich(snap, holders=scan, history=history, reader=reader, memo=memo)
+                )
+                times.append(time.thread_time() - t0)
+            sim.append(clock.seconds)
+        # past the first ticks' new processes
+        return median(times[8:]) * 1000, median(sim[8:]) * 1000
     finally:
         source.close()
 
@@ -130,16 +166,19 @@ def main() -> None:
         print("gpu_procs: skipped")
         return
     seconds = float(os.environ.get("GPUTOP_BENCH_GPU_PROCS_SECONDS", "20"))
-    print("GPU processes | sampler tick ms | first frame s | dashboard % of a core (driver %)")
+    print(
+        "GPU processes | sampler tick ms (of it simulated NVML) | first frame s"
+        " | dashboard % of a core (driver process %)"
+    )
     with tempfile.TemporaryDirectory(prefix="gputop-bench-") as tmp, crowd:
         for size in sizes:
             steady = size.endswith("s")
             count = int(size.rstrip("s"))
             crowd.grow(count)
             scenario = write_scenario(crowd.pids[:count], Path(tmp) / f"{size}.json", steady=steady)
-            tick_ms = _sampler_tick_ms(scenario)
+            tick_ms, sim_ms = _sampler_tick_ms(scenario)
             label = f"{size.rstrip('s')}_steady" if steady else size
-            line = f"gpu_procs_{label}: {tick_ms:.1f}"
+            line = f"gpu_procs_{label}: {tick_ms:.1f} ({sim_ms:.1f})"
             if shutil.which("tmux") is not None:
                 first, cpu, driver = _dashboard(scenario, seconds)
                 line += f" | {first:.2f} | {cpu:.2f} ({driver:.2f})"

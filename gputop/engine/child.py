@@ -6,9 +6,9 @@ diagnostics on stderr (faulthandler's dump when the driver crashes it). The conv
 parent -> child                         child -> parent
 ("start", config)                       ("hello", {"simulated", "dev_dir", "gpus", "pid"})
                                         or ("error", kind, message): the driver cannot be used
-("read", seq)                           ("snap", seq, Snapshot) or ("fail", seq, why); while
-                                        a reading is slow, ("gpu", seq, GpuSample) for each GPU
-                                        that has answered
+("read", seq)                           ("snap", seq, Snapshot, Lists) or ("fail", seq, why);
+                                        while a reading is slow, ("gpu", seq,
+                                        GpuSample) for each GPU that has answered
 ("probes", probes, explain)             (nothing: the next reads carry them)
 ("pids", n, pids)                       ("pids", n, PidMemory) or ("pids", n, why): the light
                                         read (their GPU memory, process lists only)
@@ -17,8 +17,9 @@ parent -> child                         child -> parent
 ("bye",)                                (exits at once)
                                         ("slow", seq, call, gpu, seconds): a call is taking long
 
-A reading normally goes over in one message; only a slow one is sent GPU by GPU, so that a
-one-shot whose time is up can show the GPUs that did answer.
+A snapshot's process lists travel beside it as what changed since the last snapshot
+(gputop.engine.process_delta). A reading normally goes over in one message; only a slow one is
+sent GPU by GPU, so that a one-shot whose time is up can show the GPUs that did answer.
 
 Three threads: the main one talks to the driver, one at a time, and may hang in it for ever;
 the *control* thread reads requests, so ``bye`` and the parent's death (end of file) are heard
@@ -45,6 +46,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from gputop.engine.process_delta import ListEncoder
 from gputop.engine.wire import Sender, WireError, receive
 
 SLOW_AFTER_S = 0.5  # a call running this long is reported (and again every WATCH_EVERY_S)
@@ -102,6 +104,7 @@ class _Child:
         self._progress: _Progress | None = None  # the GPUs of the reading in progress
         self._called = threading.Event()  # set while _busy is
         self._exiting = False
+        self._lists = ListEncoder()  # the main thread's: it alone sends snapshots
 
     # -- threads ----------------------------------------------------------------------------
     def control(self) -> None:
@@ -232,7 +235,8 @@ class _Child:
             with self._lock:
                 self._progress = None
         # gputop's request number is the snapshot's: it goes on rising across restarts.
-        self._send(("snap", seq, replace(snapshot, seq=seq)))
+        shell, lists = self._lists.encode(replace(snapshot, seq=seq))
+        self._send(("snap", seq, shell, lists))
 
     def _read_pids(self, source: Any, n: int, pids: tuple[int, ...]) -> None:
         try:

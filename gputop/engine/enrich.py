@@ -475,7 +475,7 @@ def process_rows(
         before = last_rows.get(pid)
         if before is not None and verdict is known and _same(before[0], contexts):
             # Nothing it is built from changed (the driver's entries are the last reading's
-            # objects when equal: wire.Interner), and neither can its peak: it is this row's.
+            # objects when equal: engine.process_delta), and neither can its peak: it is this row's.
             row = before[1]
             rows_reused += 1
         else:

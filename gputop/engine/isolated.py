@@ -31,10 +31,11 @@ from typing import IO, Any
 
 from gputop.engine.crash import describe_exit
 from gputop.engine.deadline import placeholder
-from gputop.engine.model import GpuProcess, GpuSample, PidMemory, Snapshot, SystemInfo
+from gputop.engine.model import GpuSample, PidMemory, Snapshot, SystemInfo
 from gputop.engine.ourselves import add_helper, drop_helper
+from gputop.engine.process_delta import DeltaError, ListDecoder
 from gputop.engine.sanitize import clean
-from gputop.engine.wire import Interner, Sender, WireError, receive
+from gputop.engine.wire import Sender, WireError, receive
 from gputop.errors import DriverError, DriverMissing, DriverTimeout, UsageError
 
 BACKOFF_FIRST_S = 0.5
@@ -323,16 +324,16 @@ class IsolatedSource:
         """Take in everything the driver process says, until it ends."""
         assert proc.proc.stdout is not None
         fd = proc.proc.stdout.fileno()
-        interner = Interner((GpuProcess,))
+        lists = ListDecoder()
         while True:
             try:
-                message = receive(fd, interner)
-            except (OSError, WireError):
+                message = receive(fd)
+                if message is not None and message[0] == "snap":
+                    message = ("snap", message[1], lists.decode(message[2], message[3]))
+            except (OSError, WireError, DeltaError, IndexError):
                 message = None
             if message is None:
                 break
-            if message[0] == "snap":
-                interner.next_reading()
             with self._cond:
                 self._take_in(proc, message)
                 self._cond.notify_all()

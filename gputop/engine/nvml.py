@@ -10,8 +10,10 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import math
+import operator
 import os
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -186,6 +188,12 @@ class NvmlSource:
         self._light_buffers = _ListBuffers()  # pid_memory's: it may run beside a snapshot
         # listed PID -> the driver's name for it when this namespace cannot see it, else None
         self._foreign_names: dict[int, str | None] = {}
+        # Per GPU: its process entries of the last snapshot by their readings, and their tuple.
+        # An entry whose readings are the same is that object again (and the tuple, when all
+        # are): at thousands of inference workers most are (issue 17), and the pipe to gputop
+        # then carries only what changed (gputop.engine.process_delta).
+        self._entries: dict[int, dict[tuple[Any, ...], GpuProcess]] = {}
+        self._entry_tuples: dict[int, tuple[GpuProcess, ...]] = {}
         try:
             pynvml.nvmlInit()
         except pynvml.NVMLError as exc:
@@ -343,10 +351,8 @@ class NvmlSource:
             reader.ticks += 1
         gpus = tuple(read)
         if self._foreign_names:  # forget PIDs no longer listed (a PID number is reused)
-            listed = {p.pid for g in gpus for p in g.processes}
-            self._foreign_names = {
-                pid: name for pid, name in self._foreign_names.items() if pid in listed
-            }
+            for pid in self._foreign_names.keys() - {p.pid for g in gpus for p in g.processes}:
+                del self._foreign_names[pid]
         return Snapshot(
             seq=seq,
             taken_at_wall=wall,
@@ -565,20 +571,35 @@ class NvmlSource:
                     gi, ci = (seen[2], seen[3]) if seen[2] is not None else (gi, ci)
                     by_pid[pid] = (merged, _max_known(seen[1], used), gi, ci)
         utils = self._read_process_utilization(index, h) if by_pid else {}
-        return tuple(
-            GpuProcess(
-                pid=pid,
-                gpu_index=index,
-                type=ptype,
-                used_memory_bytes=used,
-                sm_util_percent=utils.get(pid, (None, None))[0],
-                memory_util_percent=utils.get(pid, (None, None))[1],
-                driver_name=self._foreign_name(pid),
-                gpu_instance_id=gi,
-                compute_instance_id=ci,
-            )
-            for pid, (ptype, used, gi, ci) in sorted(by_pid.items())
-        )
+        last = self._entries.get(index, {})
+        entries: dict[tuple[Any, ...], GpuProcess] = {}
+        out: list[GpuProcess] = []
+        unknown = (None, None)
+        for pid, (ptype, used, gi, ci) in sorted(by_pid.items()):
+            sm, mem = utils.get(pid, unknown)
+            key = (pid, ptype, used, sm, mem, gi, ci)
+            entry = last.get(key)
+            if entry is None:
+                # Its name stays as it was while the PID is listed (see _foreign_name).
+                entry = GpuProcess(
+                    pid=pid,
+                    gpu_index=index,
+                    type=ptype,
+                    used_memory_bytes=used,
+                    sm_util_percent=sm,
+                    memory_util_percent=mem,
+                    driver_name=self._foreign_name(pid),
+                    gpu_instance_id=gi,
+                    compute_instance_id=ci,
+                )
+            entries[key] = entry
+            out.append(entry)
+        self._entries[index] = entries
+        before = self._entry_tuples.get(index, ())
+        if len(before) == len(out) and all(map(operator.is_, before, out)):
+            return before
+        self._entry_tuples[index] = listed = tuple(out)
+        return listed
 
     def _list_on_gpu(
         self,
@@ -638,16 +659,21 @@ class NvmlSource:
                     return [], exc.value
                 raise
             self._proc_api = api
+            # Unpacked in C: at thousands of entries, reading ctypes fields one by one costs
+            # more than the driver call.
             if struct is _ProcessInfoV1:  # no instance ids in the oldest struct
-                return [(int(p.pid), _used(p.usedGpuMemory), None, None) for p in result], None
+                return [
+                    (pid, None if used >= _NO_BYTES else used, None, None)
+                    for pid, used in _UNPACK_V1.iter_unpack(result)
+                ], None
             return [
                 (
-                    int(p.pid),
-                    _used(p.usedGpuMemory),
-                    _instance_id(p.gpuInstanceId),
-                    _instance_id(p.computeInstanceId),
+                    pid,
+                    None if used >= _NO_BYTES else used,
+                    None if gi >= _NO_ID else gi,
+                    None if ci >= _NO_ID else ci,
                 )
-                for p in result
+                for pid, used, gi, ci in _UNPACK_V2.iter_unpack(result)
             ], None
         return [], pynvml.NVML_ERROR_FUNCTION_NOT_FOUND
 
@@ -660,12 +686,11 @@ class NvmlSource:
         if not samples:
             return {}
         latest: dict[int, tuple[int, int, int]] = {}
-        for s in samples:
-            pid, stamp = s.pid, s.timeStamp
+        for pid, stamp, sm, mem, _enc, _dec in _UNPACK_UTIL.iter_unpack(samples):
             seen = latest.get(pid)
             if seen is None or stamp > seen[0]:
-                latest[pid] = (stamp, s.smUtil, s.memUtil)
-        return {pid: (int(sm), int(mem)) for pid, (_, sm, mem) in latest.items()}
+                latest[pid] = (stamp, sm, mem)
+        return {pid: (sm, mem) for pid, (_, sm, mem) in latest.items()}
 
 
 class _ProcessInfoV1(ctypes.Structure):
@@ -702,6 +727,16 @@ class _ProcessUtilSample(ctypes.Structure):
     ]
 
 
+# The structs' layouts for struct.iter_unpack (native alignment, as ctypes lays them out).
+_UNPACK_V1 = struct.Struct("@IQ")
+_UNPACK_V2 = struct.Struct("@IQII")
+_UNPACK_UTIL = struct.Struct("@IQIIII")
+assert _UNPACK_V1.size == ctypes.sizeof(_ProcessInfoV1)
+assert _UNPACK_V2.size == ctypes.sizeof(_ProcessInfoV2)
+assert _UNPACK_UTIL.size == ctypes.sizeof(_ProcessUtilSample)
+_NO_BYTES = 2**64 - 1  # NVML_VALUE_NOT_AVAILABLE in a 64-bit field (Windows WDDM, say)
+_NO_ID = 0xFFFFFFFF  # ... in an instance id (not in MIG mode)
+
 # api -> (symbol suffix, struct), newest first
 _PROCESS_CALLS: dict[str, tuple[str, type[ctypes.Structure]]] = {
     "v3": ("_v3", _ProcessInfoV2),
@@ -737,11 +772,11 @@ class _ListBuffers:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_INSUFFICIENT_SIZE)
         return self._array(struct, max(asked, len(array)) * 2 + 5)
 
-    def call_list(self, fn: Any, h: Any, struct: type[ctypes.Structure]) -> list[Any]:
-        """``fn(handle, &count, array)``: the filled entries (a view valid until the next call)."""
+    def call_list(self, fn: Any, h: Any, struct: type[ctypes.Structure]) -> bytes:
+        """``fn(handle, &count, array)``: the filled entries' bytes."""
         return self._fill(struct, lambda array, count: fn(h, ctypes.byref(count), array))
 
-    def process_utilization(self, h: Any, since_us: int) -> list[Any]:
+    def process_utilization(self, h: Any, since_us: int) -> bytes:
         """nvmlDeviceGetProcessUtilization's samples newer than ``since_us``."""
         fn = pynvml._nvmlGetFunctionPointer("nvmlDeviceGetProcessUtilization")
         stamp = ctypes.c_ulonglong(since_us)
@@ -751,14 +786,16 @@ class _ListBuffers:
 
     def _fill(
         self, struct: type[ctypes.Structure], call: Callable[[Any, ctypes.c_uint], int]
-    ) -> list[Any]:
-        """``call(array, count)`` with an array of ``count`` slots, grown until the list fits."""
+    ) -> bytes:
+        """``call(array, count)`` with an array of ``count`` slots, grown until the list fits:
+        the filled slots' bytes."""
         array = self._array(struct)
         for _ in range(3):  # the list may grow between calls
             count = ctypes.c_uint(len(array))
             ret = call(array, count)
             if ret == pynvml.NVML_SUCCESS:
-                return array[: count.value]  # type: ignore[no-any-return]
+                filled = min(count.value, len(array))  # a driver may not say more than it has
+                return ctypes.string_at(array, filled * ctypes.sizeof(struct))
             if ret != pynvml.NVML_ERROR_INSUFFICIENT_SIZE:
                 raise pynvml.NVMLError(ret)
             array = self._grown(struct, array, count.value)
@@ -1079,12 +1116,6 @@ _Listed = tuple[int, int | None, int | None, int | None]  # pid, used bytes, GI 
 _MAX_MIG_DEVICES = 64  # more than any GPU has: a driver answering nonsense is not asked forever
 
 
-def _instance_id(value: int) -> int | None:
-    """A GPU/compute instance id from a process struct; NVML_VALUE_NOT_AVAILABLE (not in MIG
-    mode) is None."""
-    return None if value >= 0xFFFFFFFF else int(value)
-
-
 def _soft(call: Callable[..., T], *args: Any) -> T | None:
     """A MIG call's answer, or None whatever the driver (or an older pynvml) says, but for a
     lost GPU: a GPU's MIG part must never cost the GPU its readings."""
@@ -1220,12 +1251,6 @@ def _max_known(a: int | None, b: int | None) -> int | None:
     if a is None or b is None:
         return a if b is None else b
     return max(a, b)
-
-
-def _used(value: int | None) -> int | None:
-    if value is None or value >= 2**64 - 1:  # NVML_VALUE_NOT_AVAILABLE (e.g. Windows WDDM)
-        return None
-    return int(value)
 
 
 # -- readings a query asks for (gputop query) ----------------------------------------------------

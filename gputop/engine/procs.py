@@ -123,10 +123,14 @@ _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 # is read every time and forces a full reading at once.
 FULL_READ_EVERY_S = 5.0
 # Periodic full readings per read_many call (one a tick): 5,000 GPU processes are refreshed in
-# turn, each within about 50 ticks, not 1,000 a second.
-REFRESHES_PER_CALL = 100
+# turn, each within about 200 ticks, not 1,000 a second. What they refresh (command line, user,
+# container) seldom changes but by exec(), which the name in /proc/PID/stat shows at once.
+REFRESHES_PER_CALL = 25
 # Processes read from /proc/PID/stat per read_many call; more are read in turn (issue 17).
 STATS_PER_CALL = 1000
+# ... and of those idle at their last reading (no CPU time since the one before): an idle
+# inference worker's CPU %, state and RSS are the ones most likely to stand (every 20 s at 5,000).
+IDLE_STATS_PER_CALL = 250
 # New processes read in full per read_many call. Past this, a new process gets a light reading:
 # the owner of /proc/PID (its effective uid) stands for its user, as /proc/PID/status (the real
 # uid) costs as much again; its full reading comes on a later call (issue 17: 5,000 new GPU
@@ -268,7 +272,9 @@ class ProcReader:
         periodic one. Past ``NEW_PER_CALL`` new processes, the rest are :func:`pending` until a
         later call (``pids`` in the order they should be read: the caller's most important
         first). Past ``STATS_PER_CALL`` processes, known ones are read in turn too, each at least
-        every ``ceil(len(pids) / STATS_PER_CALL)`` calls (5 at 5,000 processes).
+        every ``ceil(len(pids) / STATS_PER_CALL)`` calls (5 at 5,000 processes); past
+        ``IDLE_STATS_PER_CALL``, those idle at their last reading every ``ceil(len(pids) /
+        IDLE_STATS_PER_CALL)`` calls (20 at 5,000).
         """
         with self._lock:
             out: dict[int, ProcInfo] = {}
@@ -280,18 +286,20 @@ class ProcReader:
             # Past STATS_PER_CALL processes, each is read every `turns` calls, in turn by PID;
             # in between its last reading stands (its CPU % then spans those calls).
             turns = -(-len(pids) // STATS_PER_CALL)
-            self._calls += 1
+            idle_turns = -(-len(pids) // IDLE_STATS_PER_CALL)
+            calls = self._calls = self._calls + 1
+            at_pid = self._at_pid if idle_turns > 1 else {}
             try:
                 for pid in pids:
-                    known = self._at_pid.get(pid) if turns > 1 else None
-                    if (
-                        known is not None
-                        and known.shown is not None
-                        and (pid + self._calls) % turns
-                    ):
-                        out[pid] = known.shown
-                        keep.add(known.key)
-                        continue
+                    known = at_pid.get(pid)
+                    if known is not None:
+                        shown = known.shown
+                        if shown is not None and (pid + calls) % (
+                            idle_turns if shown.cpu_percent == 0.0 else turns
+                        ):
+                            out[pid] = shown
+                            keep.add(known.key)
+                            continue
                     out[pid], key = self._read_locked(pid)
                     if key is not None:
                         keep.add(key)
@@ -332,7 +340,7 @@ class ProcReader:
                 and (
                     now - known.full_at < self.full_every_s
                     # due, but this call's periodic full readings are spent (at thousands of
-                    # processes, nearly all are due: each is read in full every ~50 s)
+                    # processes, nearly all are due: each is read in full every ~200 s)
                     or (self._refreshes_left is not None and self._refreshes_left <= 0)
                 )
             ):

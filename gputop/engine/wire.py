@@ -101,58 +101,8 @@ class Sender:
                 data = data[written:]
 
 
-class Interner:
-    """Hands back the object of the last reading for a value-equal one of ``classes``.
-
-    At thousands of GPU processes most of a reading's process entries equal the last one's:
-    keeping those objects (the same identity) lets the sampler see at a glance that a row is
-    unchanged (issue 17), and skips building them. Holds the objects of two readings at most:
-    :meth:`next_reading` starts the next. One per connection; used by its listening thread only.
-    """
-
-    def __init__(self, classes: tuple[type, ...]) -> None:
-        self._classes = frozenset(classes)
-        self._last: dict[tuple[type, tuple[Any, ...]], Any] = {}
-        self._now: dict[tuple[type, tuple[Any, ...]], Any] = {}
-
-    def rebuild(self, cls: type, values: tuple[Any, ...]) -> Any:
-        """:func:`rebuild`, or the equal object of the last reading."""
-        if cls not in self._classes:
-            return rebuild(cls, values)
-        key = (cls, values)
-        obj = self._now.get(key)
-        if obj is None:
-            obj = self._last.get(key)
-            if obj is None:
-                obj = rebuild(cls, values)
-            self._now[key] = obj
-        return obj
-
-    def next_reading(self) -> None:
-        """Forget the objects of the reading before the last."""
-        self._last, self._now = self._now, {}
-
-    def loads(self, body: bytes) -> Any:
-        """pickle.loads, rebuilding through this interner."""
-        return _Unpickler(io.BytesIO(body), self).load()
-
-
-class _Unpickler(pickle.Unpickler):
-    def __init__(self, file: io.BytesIO, interner: Interner) -> None:
-        super().__init__(file)
-        self._interner = interner
-
-    def find_class(self, module: str, name: str) -> Any:
-        if module == __name__ and name == "rebuild":
-            return self._interner.rebuild
-        return super().find_class(module, name)
-
-
-def receive(fd: int, interner: Interner | None = None) -> tuple[Any, ...] | None:
-    """Read one message from ``fd``; None at end of file (the writer has gone).
-
-    ``interner`` keeps equal objects of consecutive readings the same (:class:`Interner`).
-    """
+def receive(fd: int) -> tuple[Any, ...] | None:
+    """Read one message from ``fd``; None at end of file (the writer has gone)."""
     head = _read_exactly(fd, _LENGTH.size)
     if head is None:
         return None
@@ -163,7 +113,7 @@ def receive(fd: int, interner: Interner | None = None) -> tuple[Any, ...] | None
     if body is None:
         return None
     try:
-        message = pickle.loads(body) if interner is None else interner.loads(body)
+        message = pickle.loads(body)
     except Exception as exc:  # noqa: BLE001 - a truncated or foreign stream: no message
         raise WireError(f"unreadable message: {type(exc).__name__}") from None
     if not isinstance(message, tuple) or not message:

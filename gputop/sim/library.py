@@ -12,6 +12,7 @@ import ctypes
 import math
 import os
 import signal
+import struct
 import threading
 import time
 from collections import Counter
@@ -160,6 +161,8 @@ class SimLibrary(QueryCalls, MigCalls, CounterCalls):
         self._kinds = {id(g): _processes_by_kind(g) for g in scenario.gpus}
         self._sums: dict[tuple[int, str], tuple[int, float]] = {}  # counters' running sums
         self._nvlink_memo: dict[tuple[int, str], tuple[float, int, float]] = {}
+        # (GPU, list, MIG device) -> the processes and their packed list, while it cannot move
+        self._packed: dict[tuple[int, str, int], tuple[list[SimProcess], bytes]] = {}
 
     # -- plumbing -------------------------------------------------------------------------
     def __getattr__(self, name: str) -> _Fn:
@@ -407,7 +410,9 @@ class SimLibrary(QueryCalls, MigCalls, CounterCalls):
             used += sum(round(mib) for mib in extra.values()) * MiB
         t, seed = self.clock.now(), self._seed(gpu)
         for p in self._present(gpu):
-            used += round(p.used_memory_mib.at(t, seed)) * MiB
+            wave = p.used_memory_mib
+            mib = wave.fixed
+            used += round(wave.at(t, seed) if mib is None else mib) * MiB
         return total, reserved, min(used, total - reserved)
 
     def _present(self, gpu: SimGpu) -> list[SimProcess]:
@@ -635,6 +640,33 @@ class SimLibrary(QueryCalls, MigCalls, CounterCalls):
             n.value = len(procs)
             return SUCCESS if not procs else ERROR_INSUFFICIENT_SIZE
         t, seed = self.clock.now(), self._seed(gpu)
+        if _packs(array, _PROCESS_INFO):
+            # The driver hands over a C array in one go: so does the simulator, as far as Python
+            # lets it (at thousands of processes the per-field path costs far more than gputop).
+            n.value = len(procs)
+            key = (id(gpu), kind, id(mig))
+            cached = self._packed.get(key)
+            if cached is not None and cached[0] == procs:
+                ctypes.memmove(array, cached[1], len(cached[1]))
+                return SUCCESS
+            fixed = True
+            for i, proc in enumerate(procs):
+                wave = proc.used_memory_mib
+                mib = wave.fixed
+                if mib is None:
+                    mib, fixed = wave.at(t, seed), False
+                gi, ci = proc.gpu_instance, proc.compute_instance
+                _PROCESS_INFO.pack_into(
+                    array,
+                    i * _PROCESS_INFO.size,
+                    proc.pid,
+                    round(mib) * MiB,
+                    NOT_AVAILABLE_U32 if gi is None else gi,
+                    NOT_AVAILABLE_U32 if ci is None else ci,
+                )
+            if fixed:  # the same bytes until the list changes
+                self._packed[key] = (procs, ctypes.string_at(array, len(procs) * 24))
+            return SUCCESS
         for slot, proc in zip(array, procs, strict=False):
             _set(slot, "pid", proc.pid)
             _set(slot, "usedGpuMemory", round(proc.used_memory_mib.at(t, seed)) * MiB)
@@ -670,6 +702,19 @@ class SimLibrary(QueryCalls, MigCalls, CounterCalls):
             return ERROR_INSUFFICIENT_SIZE
         stamp = int(time.time() * 1_000_000)
         t, seed = self.clock.now(), self._seed(gpu)
+        if _packs(array, _UTIL_SAMPLE):
+            pack, size = _UTIL_SAMPLE.pack_into, _UTIL_SAMPLE.size
+            for i, proc in enumerate(procs):
+                sm_wave, mem_wave = proc.sm_util, proc.mem_util
+                sm = sm_wave.fixed if sm_wave else 0
+                if sm is None:
+                    sm = sm_wave.at(t, seed)  # type: ignore[union-attr]
+                mem = mem_wave.fixed if mem_wave else 0
+                if mem is None:
+                    mem = mem_wave.at(t, seed)  # type: ignore[union-attr]
+                pack(array, i * size, proc.pid, stamp, round(sm), round(mem), 0, 0)
+            n.value = len(procs)
+            return SUCCESS
         for slot, proc in zip(array, procs, strict=False):
             _set(slot, "pid", proc.pid)
             _set(slot, "timeStamp", stamp)
@@ -681,6 +726,25 @@ class SimLibrary(QueryCalls, MigCalls, CounterCalls):
             _set(slot, "decUtil", 0)
         n.value = len(procs)
         return SUCCESS
+
+
+# nvmlProcessInfo_t (the _v2/_v3 calls') and nvmlProcessUtilizationSample_t, as C lays them out.
+_PROCESS_INFO = struct.Struct("@IQII")
+_UTIL_SAMPLE = struct.Struct("@IQIIII")
+_LAYOUTS = {
+    _PROCESS_INFO: ("pid", "usedGpuMemory", "gpuInstanceId", "computeInstanceId"),
+    _UTIL_SAMPLE: ("pid", "timeStamp", "smUtil", "memUtil", "encUtil", "decUtil"),
+}
+
+
+def _packs(array: Any, layout: struct.Struct) -> bool:
+    """Whether ``array`` is a C array of structs laid out as ``layout`` (pynvml's own or
+    gputop's): the fast path writes its bytes at once."""
+    if not isinstance(array, ctypes.Array):
+        return False
+    entry = array._type_
+    fields = getattr(entry, "_fields_", ())
+    return ctypes.sizeof(entry) == layout.size and tuple(f[0] for f in fields) == _LAYOUTS[layout]
 
 
 def _processes_by_kind(

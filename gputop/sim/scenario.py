@@ -43,6 +43,13 @@ class Wave:
     step_to: float | None = None
     until: float | None = None  # after this many seconds, the value is `after`
     after: float | None = None
+    # The value at any time, when it never moves (None otherwise): spares the simulated driver
+    # a call per process per list at thousands of processes.
+    fixed: float | None = field(init=False, default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.amp and not self.noise and self.step_at is None and self.until is None:
+            object.__setattr__(self, "fixed", self.at(0.0, 0))
 
     def at(self, t: float, seed: int) -> float:
         """The value at scenario time t (seconds since the scenario started)."""

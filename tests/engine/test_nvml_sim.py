@@ -399,7 +399,8 @@ def _filling(total: int, *, says_size: bool) -> Any:
 def test_list_buffers_grow_until_the_list_fits(says_size: bool) -> None:
     buffers = _ListBuffers()
     got = buffers.call_list(_filling(200, says_size=says_size), None, _ProcessInfoV2)
-    assert [p.pid for p in got] == [1000 + i for i in range(200)]
+    entries = (_ProcessInfoV2 * 200).from_buffer_copy(got)
+    assert [p.pid for p in entries] == [1000 + i for i in range(200)]
 
 
 def test_list_buffers_stay_bounded_when_the_driver_always_wants_more() -> None:

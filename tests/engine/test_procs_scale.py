@@ -37,6 +37,20 @@ def _paced_reader(
     return ProcReader(full_every_s=5.0, clock=clock), clock
 
 
+def _count_stat_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """From now on, the PID of each /proc/PID/stat the reader reads, in order."""
+    reads: list[int] = []
+    real_read = procs._read_file
+
+    def counting(path: str, *args: Any, **kwargs: Any) -> bytes | None:
+        if path.endswith("/stat"):
+            reads.append(int(path.split("/")[2]))
+        return real_read(path, *args, **kwargs)
+
+    monkeypatch.setattr(procs, "_read_file", counting)
+    return reads
+
+
 def test_what_read_many_was_asked_is_kept_past_max_cached(spawner: Spawner) -> None:
     pids = [spawner.start(SLEEP).pid for _ in range(5)]
     reader = ProcReader(max_cached=2)
@@ -66,19 +80,12 @@ def test_past_stats_per_call_each_process_is_read_in_turn(
     spawner: Spawner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(procs, "STATS_PER_CALL", 2)
+    monkeypatch.setattr(procs, "IDLE_STATS_PER_CALL", 2)
     spawned = [spawner.start(SLEEP) for _ in range(6)]
     pids = [p.pid for p in spawned]
     reader = ProcReader()
     reader.read_many(pids)
-    stat_reads: list[int] = []
-    real_read = procs._read_file
-
-    def counting(path: str, *args: Any, **kwargs: Any) -> bytes | None:
-        if path.endswith("/stat"):
-            stat_reads.append(int(path.split("/")[2]))
-        return real_read(path, *args, **kwargs)
-
-    monkeypatch.setattr(procs, "_read_file", counting)
+    stat_reads = _count_stat_reads(monkeypatch)
     stopped = pids[0]
     psutil.Process(stopped).send_signal(signal.SIGSTOP)
     try:
@@ -91,6 +98,30 @@ def test_past_stats_per_call_each_process_is_read_in_turn(
     assert seen[-1] == psutil.STATUS_STOPPED
     first = seen.index(psutil.STATUS_STOPPED)
     assert all(status != psutil.STATUS_STOPPED for status in seen[:first])
+
+
+def test_a_process_using_cpu_is_read_more_often_than_idle_ones(
+    spawner: Spawner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 6 processes: those idle at their last reading in turn every 3 calls, the others every 2.
+    monkeypatch.setattr(procs, "STATS_PER_CALL", 3)
+    monkeypatch.setattr(procs, "IDLE_STATS_PER_CALL", 2)
+    busy = spawner.start("while True: pass").pid
+    idle = [spawner.start(IDLE) for _ in range(5)]
+    for p in idle:
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+    pids = [busy] + [p.pid for p in idle]
+    reader = ProcReader()
+    for _ in range(6):  # every one read at least twice since it settled: its CPU % is known
+        reader.read_many(pids)
+        time.sleep(0.1)
+    reads = _count_stat_reads(monkeypatch)
+    cpu = []
+    for _ in range(6):
+        time.sleep(0.1)
+        cpu.append(reader.read_many(pids)[busy].cpu_percent)
+    assert reads.count(busy) == 3 and all(reads.count(p.pid) == 2 for p in idle)
+    assert all(c is not None and c > 20 for c in cpu)
 
 
 def test_up_to_stats_per_call_every_process_is_read_every_call(spawner: Spawner) -> None:

@@ -1,0 +1,148 @@
+"""A snapshot's process lists on the pipe as what changed since the last one (issue 17).
+
+At thousands of GPU processes (MPS, many small inference workers) most entries are what they were
+a second ago. The driver process sends each GPU's list as the entries that are new or different
+and the PIDs that are gone (:class:`ListChange`); gputop's end keeps the last list of each GPU and
+puts the whole one back together. An unchanged entry arrives as the very object it was, and an
+unchanged list as the same tuple, so the sampler sees at a glance what it need not rebuild.
+
+Each end keeps its own copy of the last lists: :class:`ListEncoder` in the driver process,
+:class:`ListDecoder` on the listening thread of that connection. Both change only on a snapshot
+message, which the pipe delivers in order, so they stay in step; a new driver process starts both
+afresh.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from gputop.engine.model import GpuProcess, Snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class ListChange:
+    """One GPU's process list as the change from the last one sent for that GPU."""
+
+    changed: tuple[GpuProcess, ...] = ()  # entries new or different since then
+    gone: tuple[int, ...] = ()  # PIDs no longer listed
+    order: tuple[int, ...] | None = None  # every listed PID in list order, when that changed
+
+
+# A GPU's list is either sent whole (the first time, or when a PID is in it twice) or as a change.
+Lists = tuple[tuple[GpuProcess, ...] | ListChange, ...]
+
+_UNCHANGED = ListChange()
+
+
+class _Last:
+    """One end's copy of a GPU's last list."""
+
+    __slots__ = ("by_pid", "listed", "order")
+
+    def __init__(self, listed: tuple[GpuProcess, ...], order: tuple[int, ...]) -> None:
+        self.listed = listed
+        self.order = order
+        self.by_pid = dict(zip(order, listed, strict=True))
+
+
+def _start(lasts: dict[int, _Last], index: int, listed: tuple[GpuProcess, ...]) -> None:
+    """A GPU's list sent whole: the copy changes start from, or none when a PID is in it twice
+    (no change could name either entry)."""
+    order = tuple([p.pid for p in listed])
+    if len(set(order)) == len(order):
+        lasts[index] = _Last(listed, order)
+    else:
+        lasts.pop(index, None)
+
+
+class ListEncoder:
+    """The driver process's end: snapshots with their process lists taken out as :data:`Lists`."""
+
+    def __init__(self) -> None:
+        self._last: dict[int, _Last] = {}
+
+    def encode(self, snapshot: Snapshot) -> tuple[Snapshot, Lists]:
+        """The snapshot without process entries, and each GPU's list (in ``gpus`` order)."""
+        lists = tuple(self._change(gpu.index, gpu.processes) for gpu in snapshot.gpus)
+        gpus = tuple(replace(gpu, processes=()) if gpu.processes else gpu for gpu in snapshot.gpus)
+        return replace(snapshot, gpus=gpus), lists
+
+    def _change(
+        self, index: int, listed: tuple[GpuProcess, ...]
+    ) -> tuple[GpuProcess, ...] | ListChange:
+        last = self._last.get(index)
+        if last is None:
+            _start(self._last, index, listed)
+            return listed
+        if listed is last.listed:
+            return _UNCHANGED
+        by_pid = last.by_pid
+        order = tuple([p.pid for p in listed])
+        gone: tuple[int, ...] = ()
+        if order != last.order:
+            if len(set(order)) != len(order):
+                _start(self._last, index, listed)
+                return listed
+            gone = tuple(by_pid.keys() - set(order))
+            for pid in gone:
+                del by_pid[pid]
+        changed: list[GpuProcess] = []
+        for p in listed:
+            before = by_pid.get(p.pid)
+            # An equal entry needs no sending: the other end keeps its own equal object.
+            if before is not p and before != p:
+                by_pid[p.pid] = p
+                changed.append(p)
+        last.listed = listed
+        if order == last.order:
+            return ListChange(changed=tuple(changed)) if changed else _UNCHANGED
+        last.order = order
+        return ListChange(changed=tuple(changed), gone=gone, order=order)
+
+
+class DeltaError(ValueError):
+    """A change that does not fit the lists this end has: the stream is out of step."""
+
+
+class ListDecoder:
+    """gputop's end: puts each snapshot's process lists back (one per driver connection)."""
+
+    def __init__(self) -> None:
+        self._last: dict[int, _Last] = {}
+
+    def decode(self, snapshot: Snapshot, lists: Lists) -> Snapshot:
+        """The snapshot with its GPUs' whole process lists; raises DeltaError when ``lists`` does
+        not fit."""
+        if len(lists) != len(snapshot.gpus):
+            raise DeltaError(f"{len(lists)} process lists for {len(snapshot.gpus)} GPUs")
+        gpus = []
+        for gpu, item in zip(snapshot.gpus, lists, strict=True):
+            listed = self._apply(gpu.index, item)
+            gpus.append(replace(gpu, processes=listed) if listed else gpu)
+        return replace(snapshot, gpus=tuple(gpus))
+
+    def _apply(
+        self, index: int, item: tuple[GpuProcess, ...] | ListChange
+    ) -> tuple[GpuProcess, ...]:
+        if not isinstance(item, ListChange):
+            _start(self._last, index, item)
+            return item
+        last = self._last.get(index)
+        if last is None:
+            raise DeltaError(f"a change to GPU {index}'s process list, which was never sent")
+        if not item.changed and item.order is None:
+            return last.listed
+        by_pid = last.by_pid
+        for pid in item.gone:
+            by_pid.pop(pid, None)
+        for p in item.changed:
+            by_pid[p.pid] = p
+        if item.order is not None:
+            last.order = item.order
+        try:
+            last.listed = tuple(map(by_pid.__getitem__, last.order))
+        except KeyError as exc:
+            raise DeltaError(f"GPU {index}: PID {exc} listed but never sent") from None
+        if len(by_pid) != len(last.order):
+            raise DeltaError(f"GPU {index}: {len(by_pid)} entries kept for {len(last.order)} PIDs")
+        return last.listed

@@ -202,6 +202,19 @@ def matches(row: ProcessRow, view: TableView) -> bool:
     return needle in " ".join((box.name or "", box.id, box.pod or "", box.namespace or "")).lower()
 
 
+def same_place(old: ProcessRow, new: ProcessRow, view: TableView) -> bool:
+    """Whether ``new``, the same process's row a tick later, stands where ``old`` did in
+    :func:`ordered` (the same sort value, filter verdict and stuck group), so that a tick whose
+    rows all do needs no sort. Never under the runtime sort or in the tree, which move anyway."""
+    if view.tree or view.sort is Column.TIME:
+        return False
+    value = _SORT_VALUES[view.sort]
+    if value(old, 0.0) != value(new, 0.0) or is_stuck(old) != is_stuck(new):
+        return False
+    unfiltered = view.only_user is None and view.gpu is None and not view.filter_text.strip()
+    return unfiltered or matches(old, view) == matches(new, view)
+
+
 def ordered(
     rows: Iterable[ProcessRow], view: TableView, now_wall: float
 ) -> list[tuple[ProcessRow, int]]:

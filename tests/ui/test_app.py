@@ -12,7 +12,7 @@ from textual import events
 from textual.pilot import Pilot
 
 from gputop.engine.history import History
-from gputop.engine.model import Snapshot, SystemInfo
+from gputop.engine.model import ProcState, Snapshot, SystemInfo
 from gputop.engine.source import Source
 from gputop.ui import rows as R
 from gputop.ui.app import GputopApp, make_app
@@ -215,6 +215,60 @@ def test_rows_update_in_place_repainting_only_changed_lines() -> None:
         assert table.current is not None and table.current.pid == 101  # the cursor follows its row
 
     run(body)
+
+
+def test_a_tick_whose_rows_keep_their_places_is_not_sorted_again() -> None:
+    # Issue 17: at thousands of processes most ticks only change numbers that do not move a row
+    # (SM %, CPU %): the order stands without a sort; anything that moves one sorts.
+    sorts: list[int] = []
+    real = R.ordered
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        sorts.append(1)
+        return real(*args, **kwargs)
+
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        table = app.main_screen.table
+        seq = 1
+
+        async def tick(*rows: Any) -> None:
+            nonlocal seq
+            seq += 1
+            sorts.clear()
+            app.post_message(SnapshotReady(snapshot(tuple(rows), seq=seq)))
+            await pilot.pause()
+
+        a, b, c, d = SAMPLE_ROWS
+        busier = replace(c, info=replace(c.info, cpu_percent=77.0), sm_util_percent=99)
+        await tick(a, b, busier, d)
+        assert not sorts and visible_pids(app) == [103, 100, 101, 102]
+        assert table.cell_text(table.visible_keys()[3], R.Column.CPU) == "77"
+        bigger = replace(busier, used_memory_bytes=50 * 1024**3)
+        await tick(a, b, bigger, d)  # the sort value moved
+        assert sorts and visible_pids(app) == [103, 102, 100, 101]
+        stuck = replace(b, states=(ProcState.HOLDER,))
+        await tick(a, stuck, bigger, d)  # into the stuck group
+        assert sorts and visible_pids(app) == [101, 103, 102, 100]
+        assert table.stuck_count == 2
+        await tick(a, b, bigger, d)  # and out of it
+        assert sorts and visible_pids(app) == [103, 102, 100, 101] and table.stuck_count == 1
+        table.set_view(replace(table.view, filter_text="serve"))
+        assert visible_pids(app) == [101]
+        renamed = replace(bigger, info=replace(bigger.info, cmdline=("python", "serve2.py")))
+        await tick(a, b, renamed, d)  # into the filter
+        assert sorts and visible_pids(app) == [102, 101]
+        table.set_view(replace(table.view, filter_text="", sort=R.Column.TIME))
+        await tick(a, b, replace(renamed, sm_util_percent=1), d)  # runtimes move by themselves
+        assert sorts
+
+    import gputop.ui.rows
+
+    original = gputop.ui.rows.ordered
+    gputop.ui.rows.ordered = counting  # type: ignore[assignment]
+    try:
+        run(body)
+    finally:
+        gputop.ui.rows.ordered = original  # type: ignore[assignment]
 
 
 def test_help_screen_lists_the_keys() -> None:

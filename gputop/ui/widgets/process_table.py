@@ -113,27 +113,38 @@ class ProcessTable(FramedLines, RowCursor, ScrollView, can_focus=True):
         # A row the engine kept from the last tick (most of them at thousands of idle workers)
         # keeps its key: formatting 5,000 keys is a third of this method (issue 17). The old
         # rows are alive until the assignment below, so their ids are theirs.
-        old_keys = self._keys
+        old_keys, old_rows = self._keys, self._rows
         rows: dict[str, ProcessRow] = {}
         keys: dict[int, str] = {}
+        fresh: list[str] = []  # keys of the rows the engine made anew
         for r in snapshot.processes:
             key = old_keys.get(id(r))
             if key is None:
                 key = R.row_key(r)
+                fresh.append(key)
             rows[key] = r
             keys[id(r)] = key
         self._rows, self._keys = rows, keys
         self._now_wall = snapshot.taken_at_wall
         self._snapshot = snapshot
         self._mig_gpus = frozenset(g.index for g in snapshot.gpus if g.mig_mode or g.mig_devices)
-        containers = R.any_container(snapshot.processes)
-        if containers != self.containers:  # the column comes or goes with the next fit
-            self.containers = containers
-            self._candidates = R.columns(self.wide, containers=containers)
+        # The same processes as last tick, some with new numbers: what follows looks at those.
+        moved = (
+            [(old_rows[k], rows[k]) for k in fresh]
+            if len(rows) == len(old_rows) and all(k in old_rows for k in fresh)
+            else None
+        )
+        if moved is None or any(
+            (a.info.container is None) != (b.info.container is None) for a, b in moved
+        ):
+            containers = R.any_container(snapshot.processes)
+            if containers != self.containers:  # the column comes or goes with the next fit
+                self.containers = containers
+                self._candidates = R.columns(self.wide, containers=containers)
         if self.tags - self._rows.keys():
             self.tags &= self._rows.keys()  # tags of processes that are gone
             self.post_message(self.TagsChanged(len(self.tags)))
-        self._sync()
+        self._sync(moved=moved)
 
     def set_view(self, view: R.TableView) -> None:
         """Show the rows through another view (sort, filter, tree...).
@@ -239,13 +250,22 @@ class ProcessTable(FramedLines, RowCursor, ScrollView, can_focus=True):
         return None
 
     # -- diff and paint -----------------------------------------------------------------
-    def _sync(self, *, full: bool = False) -> None:
+    def _sync(
+        self, *, full: bool = False, moved: list[tuple[ProcessRow, ProcessRow]] | None = None
+    ) -> None:
+        """Order, format and repaint. ``moved``: the same processes as before, these rows
+        (old, new) made anew; when every one stands where it stood, the order is kept without a
+        sort (at thousands of processes, most ticks: issue 17)."""
         keep = self.current_key
-        wanted = R.ordered(self._rows.values(), self.view, self._now_wall)
-        keys = self._keys
-        order = [keys[id(r)] for r, _ in wanted]
-        self._depths = {keys[id(r)]: d for r, d in wanted if d} if self.view.tree else {}
-        self.stuck_count = sum(1 for r, _ in wanted if R.is_stuck(r))
+        view = self.view
+        if moved is not None and all(R.same_place(a, b, view) for a, b in moved):
+            order = self._order
+        else:
+            wanted = R.ordered(self._rows.values(), view, self._now_wall)
+            keys = self._keys
+            order = [keys[id(r)] for r, _ in wanted]
+            self._depths = {keys[id(r)]: d for r, d in wanted if d} if view.tree else {}
+            self.stuck_count = sum(1 for r, _ in wanted if R.is_stuck(r))
         old_order, old_shown, old_cursor = self._order, self._shown, self.cursor
         self._order = order
         if keep is not None and keep in self._rows and keep in order:

@@ -4,7 +4,8 @@ inference workers), each a real process (``sleep``) that the simulated 8-GPU box
 For each size, a scenario file like ``dgx`` whose process lists name those real PIDs is written to
 a temporary folder, and measured:
 
-* a sampler tick in gputop's process (driver read + enrich + history + holders), CPU ms;
+* a sampler tick in gputop's process (driver read + enrich + history + holders), CPU ms, and of
+  it the simulated NVML's own (what libnvidia-ml's C code and the kernel take on a real box);
 * the real dashboard in a 200x60 tmux pane on it: time to the first frame, and CPU (gputop and
   its driver process) over GPUTOP_BENCH_GPU_PROCS_SECONDS (default 20 s) after a warm-up.
 

@@ -80,10 +80,11 @@ class ListEncoder:
         order = tuple([p.pid for p in listed])
         gone: tuple[int, ...] = ()
         if order != last.order:
-            if len(set(order)) != len(order):
+            members = set(order)
+            if len(members) != len(order):
                 _start(self._last, index, listed)
                 return listed
-            gone = tuple(by_pid.keys() - set(order))
+            gone = tuple(by_pid.keys() - members)
             for pid in gone:
                 del by_pid[pid]
         changed: list[GpuProcess] = []

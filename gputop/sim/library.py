@@ -410,9 +410,7 @@ class SimLibrary(QueryCalls, MigCalls, CounterCalls):
             used += sum(round(mib) for mib in extra.values()) * MiB
         t, seed = self.clock.now(), self._seed(gpu)
         for p in self._present(gpu):
-            wave = p.used_memory_mib
-            mib = wave.fixed
-            used += round(wave.at(t, seed) if mib is None else mib) * MiB
+            used += round(p.used_memory_mib.at(t, seed)) * MiB
         return total, reserved, min(used, total - reserved)
 
     def _present(self, gpu: SimGpu) -> list[SimProcess]:
@@ -652,9 +650,8 @@ class SimLibrary(QueryCalls, MigCalls, CounterCalls):
             fixed = True
             for i, proc in enumerate(procs):
                 wave = proc.used_memory_mib
-                mib = wave.fixed
-                if mib is None:
-                    mib, fixed = wave.at(t, seed), False
+                fixed = fixed and wave.fixed is not None
+                mib = wave.at(t, seed)
                 gi, ci = proc.gpu_instance, proc.compute_instance
                 _PROCESS_INFO.pack_into(
                     array,
@@ -665,7 +662,10 @@ class SimLibrary(QueryCalls, MigCalls, CounterCalls):
                     NOT_AVAILABLE_U32 if ci is None else ci,
                 )
             if fixed:  # the same bytes until the list changes
-                self._packed[key] = (procs, ctypes.string_at(array, len(procs) * 24))
+                self._packed[key] = (
+                    procs,
+                    ctypes.string_at(array, len(procs) * _PROCESS_INFO.size),
+                )
             return SUCCESS
         for slot, proc in zip(array, procs, strict=False):
             _set(slot, "pid", proc.pid)
@@ -705,14 +705,9 @@ class SimLibrary(QueryCalls, MigCalls, CounterCalls):
         if _packs(array, _UTIL_SAMPLE):
             pack, size = _UTIL_SAMPLE.pack_into, _UTIL_SAMPLE.size
             for i, proc in enumerate(procs):
-                sm_wave, mem_wave = proc.sm_util, proc.mem_util
-                sm = sm_wave.fixed if sm_wave else 0
-                if sm is None:
-                    sm = sm_wave.at(t, seed)  # type: ignore[union-attr]
-                mem = mem_wave.fixed if mem_wave else 0
-                if mem is None:
-                    mem = mem_wave.at(t, seed)  # type: ignore[union-attr]
-                pack(array, i * size, proc.pid, stamp, round(sm), round(mem), 0, 0)
+                sm = round(proc.sm_util.at(t, seed)) if proc.sm_util else 0
+                mem = round(proc.mem_util.at(t, seed)) if proc.mem_util else 0
+                pack(array, i * size, proc.pid, stamp, sm, mem, 0, 0)
             n.value = len(procs)
             return SUCCESS
         for slot, proc in zip(array, procs, strict=False):

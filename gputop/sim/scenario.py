@@ -43,8 +43,8 @@ class Wave:
     step_to: float | None = None
     until: float | None = None  # after this many seconds, the value is `after`
     after: float | None = None
-    # The value at any time, when it never moves (None otherwise): spares the simulated driver
-    # a call per process per list at thousands of processes.
+    # The value at any time, worked out once, when it never moves (None otherwise): the
+    # simulated driver keeps a process list whose memory readings are all fixed as bytes.
     fixed: float | None = field(init=False, default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -53,6 +53,9 @@ class Wave:
 
     def at(self, t: float, seed: int) -> float:
         """The value at scenario time t (seconds since the scenario started)."""
+        fixed = self.fixed
+        if fixed is not None:
+            return fixed
         if self.until is not None and t >= self.until and self.after is not None:
             return self.after
         if self.step_at is not None and t >= self.step_at and self.step_to is not None:

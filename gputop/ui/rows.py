@@ -87,6 +87,11 @@ class TableView:
     tree: bool = False
     gpu: int | None = None
 
+    @property
+    def filtered(self) -> bool:
+        """Whether a filter (user, GPU or text) hides some rows."""
+        return self.only_user is not None or self.gpu is not None or bool(self.filter_text.strip())
+
 
 def row_key(row: ProcessRow) -> str:
     """A process identity that survives PID reuse: 'pid:create_time'."""
@@ -202,17 +207,19 @@ def matches(row: ProcessRow, view: TableView) -> bool:
     return needle in " ".join((box.name or "", box.id, box.pod or "", box.namespace or "")).lower()
 
 
-def same_place(old: ProcessRow, new: ProcessRow, view: TableView) -> bool:
-    """Whether ``new``, the same process's row a tick later, stands where ``old`` did in
-    :func:`ordered` (the same sort value, filter verdict and stuck group), so that a tick whose
-    rows all do needs no sort. Never under the runtime sort or in the tree, which move anyway."""
+def order_holds(moved: Iterable[tuple[ProcessRow, ProcessRow]], view: TableView) -> bool:
+    """Whether :func:`ordered` would keep its order when each ``old`` row of ``moved`` becomes
+    its ``new`` one (the same process a tick later): every one keeps its sort value, stuck group
+    and filter verdict. Never under the runtime sort or in the tree, which move anyway."""
     if view.tree or view.sort is Column.TIME:
         return False
-    value = _SORT_VALUES[view.sort]
-    if value(old, 0.0) != value(new, 0.0) or is_stuck(old) != is_stuck(new):
-        return False
-    unfiltered = view.only_user is None and view.gpu is None and not view.filter_text.strip()
-    return unfiltered or matches(old, view) == matches(new, view)
+    value, filtered = _SORT_VALUES[view.sort], view.filtered
+    return all(
+        value(old, 0.0) == value(new, 0.0)
+        and is_stuck(old) == is_stuck(new)
+        and (not filtered or matches(old, view) == matches(new, view))
+        for old, new in moved
+    )
 
 
 def ordered(
@@ -220,8 +227,7 @@ def ordered(
 ) -> list[tuple[ProcessRow, int]]:
     """The visible rows in display order, each with its tree depth (0 unless tree view)."""
     # Each tick sorts every row (5,000 at most): no filter, no call a row.
-    unfiltered = view.only_user is None and view.gpu is None and not view.filter_text.strip()
-    chosen = list(rows) if unfiltered else [r for r in rows if matches(r, view)]
+    chosen = [r for r in rows if matches(r, view)] if view.filtered else list(rows)
     # PID as a tie-breaker keeps equal rows from swapping places between ticks.
     chosen.sort(key=_PID)
     value = _SORT_VALUES[view.sort]

@@ -107,9 +107,7 @@ def test_a_process_using_cpu_is_read_more_often_than_idle_ones(
     monkeypatch.setattr(procs, "STATS_PER_CALL", 3)
     monkeypatch.setattr(procs, "IDLE_STATS_PER_CALL", 2)
     busy = spawner.start("while True: pass").pid
-    idle = [spawner.start(IDLE) for _ in range(5)]
-    for p in idle:
-        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+    idle = [spawner.ready(IDLE) for _ in range(5)]
     pids = [busy] + [p.pid for p in idle]
     reader = ProcReader()
     for _ in range(6):  # every one read at least twice since it settled: its CPU % is known

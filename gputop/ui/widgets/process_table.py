@@ -258,7 +258,7 @@ class ProcessTable(FramedLines, RowCursor, ScrollView, can_focus=True):
         sort (at thousands of processes, most ticks: issue 17)."""
         keep = self.current_key
         view = self.view
-        if moved is not None and all(R.same_place(a, b, view) for a, b in moved):
+        if moved is not None and R.order_holds(moved, view):
             order = self._order
         else:
             wanted = R.ordered(self._rows.values(), view, self._now_wall)

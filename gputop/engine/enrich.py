@@ -15,6 +15,8 @@ import functools
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from itertools import compress, count
+from operator import attrgetter, is_not
 
 import psutil
 
@@ -89,7 +91,8 @@ def unattributed_tolerance_bytes(gpu: GpuSample) -> int:
 
 def attributed_memory_bytes(gpu: GpuSample) -> int:
     """GPU memory the listed processes account for (unknown amounts count as 0)."""
-    return sum(p.used_memory_bytes or 0 for p in gpu.processes)
+    # filter(None) drops the unknown amounts (and zeros): read in C, 5,000 entries a tick.
+    return sum(filter(None, map(_used_of, gpu.processes)))
 
 
 def unattributed_memory(gpus: Iterable[GpuSample]) -> tuple[tuple[int, int], ...]:
@@ -248,6 +251,157 @@ class RowMemo:
         self._devices: DeviceMap | None = None  # the last call's (its verdicts name it)
         self.reused = 0  # verdicts reused in the last call
         self.rows_reused = 0  # whole rows reused in the last call
+        self.hidden = 0  # rows of processes in another PID namespace, last call
+        # What the last call was made from and gave, for a call in which no process came or
+        # went (_quiet_changes): each GPU's list as the driver gave it, each PID's entries and
+        # memory, the PIDs in the order the reader was given them, the holder scan's findings.
+        self._lists: tuple[tuple[int, tuple[GpuProcess, ...]], ...] | None = None
+        self._listed: dict[int, list[GpuProcess]] = {}
+        self._used: dict[int, int] = {}
+        self._pids: list[int] = []
+        self._found: tuple[object, ...] | None = None
+        self._pending = False  # a process was not read yet: the reader must be given all
+        self._result: tuple[ProcessRow, ...] | None = None
+        self._places: dict[int, int] | None = None  # PID -> place in _result, made when asked
+
+    def _keep(
+        self,
+        gpus: tuple[GpuSample, ...],
+        holders: HolderScan | None,
+        listed: dict[int, list[GpuProcess]],
+        used: dict[int, int],
+        pids: list[int],
+        infos: dict[int, ProcInfo],
+        result: tuple[ProcessRow, ...],
+    ) -> None:
+        """Remember a call made in full."""
+        self._lists = tuple((g.index, g.processes) for g in gpus)
+        self._listed, self._used, self._pids = listed, used, pids
+        self._found = _found(holders)
+        self._pending = any(map(is_pending, infos.values()))
+        self._result, self._places = result, None
+        self.hidden = sum(1 for r in result if r.state is ProcState.NAMESPACE)
+
+    def _quiet_changes(
+        self, gpus: tuple[GpuSample, ...], holders: HolderScan | None
+    ) -> set[int] | None:
+        """The PIDs whose driver entries changed since the last call, when no process came or
+        went and the holder scan found the same (else None: the call is made in full).
+
+        The driver keeps each GPU's list in order and an unchanged entry the same object
+        (engine.process_delta, engine.nvml), so the changed entries are those that are not.
+        """
+        lists = self._lists
+        if (
+            self._result is None
+            or self._pending
+            or lists is None
+            or len(lists) != len(gpus)
+            or holders is None
+            or holders.checked is None
+            or _found(holders) != self._found
+        ):
+            return None
+        moved: list[tuple[tuple[GpuProcess, ...], tuple[GpuProcess, ...], list[int]]] = []
+        for gpu, (index, old) in zip(gpus, lists, strict=True):
+            new = gpu.processes
+            if new is old:
+                continue
+            if gpu.index != index or len(new) != len(old):
+                return None
+            # Where the entry is the same object the PID is the same: look only at the others.
+            places = list(compress(count(), map(is_not, old, new)))
+            if any(old[i].pid != new[i].pid for i in places):
+                return None  # a process came or went
+            moved.append((old, new, places))
+        touched: set[int] = set()
+        listed, used = self._listed, self._used
+        for old, new, places in moved:
+            for i in places:
+                was, now = old[i], new[i]
+                pid = now.pid
+                contexts = listed[pid]
+                listed[pid] = (
+                    [now] if len(contexts) == 1 else [now if c is was else c for c in contexts]
+                )
+                touched.add(pid)
+        for pid in touched:
+            used[pid] = sum(filter(None, map(_used_of, listed[pid])))
+        self._lists = tuple((g.index, g.processes) for g in gpus)
+        return touched
+
+    def _update(
+        self,
+        last: tuple[ProcessRow, ...],
+        touched: set[int],
+        infos: dict[int, ProcInfo],
+        held: dict[int, tuple[str, ...]],
+        holders: HolderScan | None,
+        devices: DeviceMap,
+        history: History | None,
+    ) -> tuple[ProcessRow, ...]:
+        """The last call's rows with those of ``touched`` made anew."""
+        places = self._places
+        if places is None:
+            places = self._places = dict(zip(map(_pid_of, last), count()))
+        rows = list(last)
+        verdicts, built = self._verdicts, self._rows
+        moved: dict[int, ProcessRow | None] = {}  # rows whose place may change
+        remade = verdicts_remade = 0
+        hidden = self.hidden
+        for pid in sorted(touched):
+            contexts = self._listed.get(pid, [])
+            before = verdicts.get(pid)
+            made = _row_of(
+                pid, infos[pid], contexts, held, holders, devices, verdicts, built, history
+            )
+            place = places.get(pid)
+            old = rows[place] if place is not None else None
+            hidden -= old is not None and old.state is ProcState.NAMESPACE
+            if made is None:
+                verdicts.pop(pid, None)
+                built.pop(pid, None)
+                if old is not None:
+                    moved[pid] = None
+                continue
+            verdict, row = made
+            verdicts[pid] = verdict
+            built[pid] = (contexts, row)
+            verdicts_remade += verdict is not before
+            hidden += row.state is ProcState.NAMESPACE
+            if row is old:
+                continue
+            remade += 1
+            if old is not None and place is not None and _row_order(old) == _row_order(row):
+                rows[place] = row
+            else:
+                moved[pid] = row
+        if moved:  # a row came, went or changed GPU: sort again
+            by_pid = dict(zip(map(_pid_of, rows), rows, strict=True))
+            for pid, new in moved.items():
+                if new is None:
+                    del by_pid[pid]
+                else:
+                    by_pid[pid] = new
+            rows = sorted(by_pid.values(), key=_row_order)
+            places = self._places = None
+        result = tuple(rows)
+        self.reused = len(result) - verdicts_remade
+        self.rows_reused = len(result) - remade
+        self.hidden = hidden
+        self._result = result
+        return result
+
+
+def _found(holders: HolderScan | None) -> tuple[object, ...] | None:
+    """What the holder scan found that rows are made from."""
+    if holders is None:
+        return None
+    return (holders.holders, holders.checked, holders.unreadable)
+
+
+_pid_of = attrgetter("pid")
+_used_of = attrgetter("used_memory_bytes")
 
 
 def _verdict(
@@ -411,84 +565,122 @@ def process_rows(
     """One classified row per process NVML lists or that holds a device file.
 
     ``memo`` (kept by the caller between calls) reuses each process's verdict while its
-    reading, device files and listing are unchanged.
+    reading, device files and listing are unchanged, and, while no process came or went, makes
+    anew only the rows of processes whose driver entries or reading changed (issue 17).
     """
+    held = holders.holders if holders is not None else {}
+    devices = DeviceMap.of(gpus)
+    quiet: set[int] | None = None
+    if memo is not None:
+        # The last tick's map when equal (nearly always): one comparison a tick, not one a row.
+        if memo._devices == devices:
+            devices = memo._devices
+            if reader is not None:
+                quiet = memo._quiet_changes(gpus, holders)
+        memo._devices = devices
+        last_result, memo._result = memo._result, None  # none kept if this call fails
+    if quiet is not None and memo is not None:
+        listed, used, pids = memo._listed, memo._used, memo._pids
+    else:
+        listed, used = _listed_by_pid(gpus)
+        # The most GPU memory first: past the reader's allowance of new processes a tick,
+        # those on screen in the default order are read first.
+        pids = sorted(listed, key=used.__getitem__, reverse=True)
+        pids += [pid for pid in held if pid not in listed]
+    infos = reader.read_many(pids) if reader is not None else _read_all(pids)
+    changed = reader.changed if reader is not None else None
+    if quiet is not None and memo is not None and last_result is not None and changed is not None:
+        return memo._update(last_result, quiet | changed, infos, held, holders, devices, history)
     last = memo._verdicts if memo is not None else {}
     last_rows = memo._rows if memo is not None else {}
     verdicts: dict[int, _Verdict] = {}
     built: dict[int, tuple[list[GpuProcess], ProcessRow]] = {}
     rows_reused = verdicts_reused = 0
-    listed, used = _listed_by_pid(gpus)
-    held = holders.holders if holders is not None else {}
-    devices = DeviceMap.of(gpus)
-    if memo is not None:
-        # The last tick's map when equal (nearly always): one comparison a tick, not one a row.
-        if memo._devices == devices:
-            devices = memo._devices
-        memo._devices = devices
-    # The most GPU memory first: past the reader's allowance of new processes a tick, those on
-    # screen in the default order are read first.
-    pids = sorted(listed, key=used.__getitem__, reverse=True)
-    pids += [pid for pid in held if pid not in listed]
-    infos = reader.read_many(pids) if reader is not None else _read_all(pids)
     rows: list[ProcessRow] = []
     for pid in pids:
-        info = infos[pid]
         contexts = listed.get(pid, [])
-        if not contexts and _is_daemon(info):
-            continue  # monitors and driver daemons keep the files open by design
-        files = held.get(pid, ())
-        suspect = False
-        if (
-            contexts
-            and not files
-            and info.visible  # another namespace's PID: nothing to look at here
-            and not is_pending(info)
-            and holders is not None
-            and pid not in holders.unreadable
-        ):
-            # Every process with a CUDA context has the device files open.
-            if holders.checked is None:
-                # A whole scan may be a few seconds old: look at this one PID again first.
-                now = held_by(pid, holders.dev_dir, holders.proc_root)
-                files = now or ()
-                suspect = now == ()
-            else:
-                # The incremental watch has looked at every PID in `checked` since NVML listed
-                # it; it reads the others first, within a tick or a few at thousands of them.
-                suspect = pid in holders.checked
-        known = last.get(pid)
-        if (  # its inputs unchanged: the same reading (the reader keeps an unchanged one)...
-            known is not None
-            and known.info is info
-            and known.suspect == suspect
-            and known.device_files == files
-            and known.listed == bool(contexts)
-            # ... and the same device map (the memo keeps an unchanged one)
-            and (not files or known.devices is devices)
-        ):
-            verdict = known
-        else:
-            verdict = _verdict(info, bool(contexts), files, suspect=suspect, devices=devices)
+        made = _row_of(pid, infos[pid], contexts, held, holders, devices, last, last_rows, history)
+        if made is None:
+            continue
+        verdict, row = made
         verdicts[pid] = verdict
-        verdicts_reused += verdict is known
-        before = last_rows.get(pid)
-        if before is not None and verdict is known and _same(before[0], contexts):
-            # Nothing it is built from changed (the driver's entries are the last reading's
-            # objects when equal: engine.process_delta), and neither can its peak: it is this row's.
-            row = before[1]
-            rows_reused += 1
-        else:
-            row = _build_row(verdict, contexts, history)
+        verdicts_reused += verdict is last.get(pid)
+        rows_reused += row is last_rows.get(pid, _NO_ROW)[1]
         built[pid] = (contexts, row)
         rows.append(row)
+    rows.sort(key=_row_order)
+    result = tuple(rows)
     if memo is not None:
         memo.reused = verdicts_reused
         memo.rows_reused = rows_reused
         memo._verdicts = verdicts
         memo._rows = built
-    rows.sort(key=lambda r: (r.gpu_indices[0] if r.gpu_indices else 1 << 30, r.pid))
-    return tuple(rows)
+        memo._keep(gpus, holders, listed, used, pids, infos, result)
+    return result
+
+
+def _row_order(row: ProcessRow) -> tuple[int, int]:
+    """The rows' order: by first GPU (none last), then PID."""
+    return (row.gpu_indices[0] if row.gpu_indices else 1 << 30, row.pid)
+
+
+def _row_of(
+    pid: int,
+    info: ProcInfo,
+    contexts: list[GpuProcess],
+    held: dict[int, tuple[str, ...]],
+    holders: HolderScan | None,
+    devices: DeviceMap,
+    last: dict[int, _Verdict],
+    last_rows: dict[int, tuple[list[GpuProcess], ProcessRow]],
+    history: History | None,
+) -> tuple[_Verdict, ProcessRow] | None:
+    """One process's verdict and row (the last ones where their inputs are the same objects),
+    or None for a monitor or driver daemon."""
+    if not contexts and _is_daemon(info):
+        return None  # monitors and driver daemons keep the files open by design
+    files = held.get(pid, ())
+    suspect = False
+    if (
+        contexts
+        and not files
+        and info.visible  # another namespace's PID: nothing to look at here
+        and not is_pending(info)
+        and holders is not None
+        and pid not in holders.unreadable
+    ):
+        # Every process with a CUDA context has the device files open.
+        if holders.checked is None:
+            # A whole scan may be a few seconds old: look at this one PID again first.
+            now = held_by(pid, holders.dev_dir, holders.proc_root)
+            files = now or ()
+            suspect = now == ()
+        else:
+            # The incremental watch has looked at every PID in `checked` since NVML listed
+            # it; it reads the others first, within a tick or a few at thousands of them.
+            suspect = pid in holders.checked
+    known = last.get(pid)
+    if (  # its inputs unchanged: the same reading (the reader keeps an unchanged one)...
+        known is not None
+        and known.info is info
+        and known.suspect == suspect
+        and known.device_files == files
+        and known.listed == bool(contexts)
+        # ... and the same device map (the memo keeps an unchanged one)
+        and (not files or known.devices is devices)
+    ):
+        verdict = known
+    else:
+        verdict = _verdict(info, bool(contexts), files, suspect=suspect, devices=devices)
+    before = last_rows.get(pid)
+    if before is not None and verdict is known and _same(before[0], contexts):
+        # Nothing it is built from changed (the driver's entries are the last reading's
+        # objects when equal: engine.process_delta), and neither can its peak: it is this row's.
+        return verdict, before[1]
+    return verdict, _build_row(verdict, contexts, history)
+
+
+_NO_ROW: tuple[list[GpuProcess], ProcessRow | None] = ([], None)
 
 
 def _same(old: list[GpuProcess], new: list[GpuProcess]) -> bool:
@@ -519,7 +711,9 @@ def enrich(
     reuses unchanged verdicts (:class:`RowMemo`).
     """
     rows = process_rows(snapshot.gpus, holders=holders, history=history, reader=reader, memo=memo)
-    hidden = sum(1 for r in rows if r.state is ProcState.NAMESPACE)
+    hidden = (
+        memo.hidden if memo is not None else sum(1 for r in rows if r.state is ProcState.NAMESPACE)
+    )
     return replace(
         snapshot,
         processes=rows,

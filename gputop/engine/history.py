@@ -8,7 +8,7 @@ from collections import deque
 from collections.abc import Sequence
 from itertools import islice
 
-from gputop.engine.model import GpuState, Snapshot
+from gputop.engine.model import GpuState, ProcessRow, Snapshot
 
 # GpuSample field names that History keeps a series of, in storage order.
 METRICS = (
@@ -49,6 +49,8 @@ class History:
         self._gpu_peaks: dict[int, int] = {}
         self._proc_peaks: dict[ProcKey, int] = {}
         self._proc_seen: dict[ProcKey, int] = {}  # key -> tick count when last seen
+        self._rows: tuple[ProcessRow, ...] = ()  # the last snapshot's rows
+        self._by_id: dict[int, ProcessRow] = {}  # ... by id(): which rows of a tick are new
         self._count = 0
 
     def __len__(self) -> int:
@@ -66,22 +68,39 @@ class History:
                 if g.memory_used_bytes is not None:
                     prev = self._gpu_peaks.get(g.index, 0)
                     self._gpu_peaks[g.index] = max(prev, g.memory_used_bytes)
-            # A row each, 5,000 a tick at thousands of GPU processes: kept inline.
-            seen, peaks, count = self._proc_seen, self._proc_peaks, self._count
-            for row in snapshot.processes:
-                key = (row.pid, row.info.create_time)
-                seen[key] = count
-                used = row.used_memory_bytes
-                if used is not None:
-                    peak = peaks.get(key)
-                    if peak is None or used > peak:
-                        peaks[key] = used
+            rows = snapshot.processes
+            if rows is not self._rows:
+                self._note_rows(rows)
             if self._count % self.maxlen == 0:
                 self._forget_old_processes()
 
+    def _note_rows(self, rows: tuple[ProcessRow, ...]) -> None:
+        """Peaks and last sightings from the rows that are not the last tick's objects: the
+        sampler keeps an unchanged row (issue 17: 5,000 rows a tick, a few hundred new)."""
+        now = dict(zip(map(id, rows), rows, strict=True))  # the last rows are alive: no id reused
+        last = self._by_id
+        seen, peaks, count = self._proc_seen, self._proc_peaks, self._count
+        for gone in last.keys() - now.keys():
+            row = last[gone]
+            seen[(row.pid, row.info.create_time)] = count - 1
+        for new in now.keys() - last.keys():
+            row = now[new]
+            key = (row.pid, row.info.create_time)
+            seen[key] = count
+            used = row.used_memory_bytes
+            if used is not None:
+                peak = peaks.get(key)
+                if peak is None or used > peak:
+                    peaks[key] = used
+        self._rows, self._by_id = rows, now
+
     def _forget_old_processes(self) -> None:
         horizon = self._count - self.maxlen
-        for key in [k for k, seen in self._proc_seen.items() if seen <= horizon]:
+        # A process listed all along was noted when its row was last new: it stays.
+        present = {(row.pid, row.info.create_time) for row in self._rows}
+        for key in [
+            k for k, seen in self._proc_seen.items() if seen <= horizon and k not in present
+        ]:
             del self._proc_seen[key]
             self._proc_peaks.pop(key, None)
 

@@ -94,6 +94,11 @@ class HolderWatch:
         self._looked = 0
         self._full = 0
         self._ticks = 0
+        # The last result's findings, handed out again while unchanged (the same objects tell
+        # the sampler's rows that nothing changed, without a look at each).
+        self._holders: dict[int, tuple[str, ...]] | None = None  # None: to be made anew
+        self._checked: frozenset[int] = frozenset()
+        self._unreadable: frozenset[int] = frozenset()
 
     @property
     def sweep_s(self) -> float:
@@ -271,8 +276,11 @@ class HolderWatch:
             self._forget(pid)
             return
         rec = self._seen[pid]
+        holds = names_of(seen.found)
+        if holds != rec.holds:
+            self._holders = None
         # The key was taken before the read: fds opened meanwhile change it for the next check.
-        rec.key, rec.holds = key, names_of(seen.found)
+        rec.key, rec.holds = key, holds
         _put(self._holding, pid, bool(rec.holds))
         _put(self._denied, pid, seen.denied)
 
@@ -295,15 +303,27 @@ class HolderWatch:
             return (st.st_ino, -1)
 
     def _forget(self, pid: int) -> None:
+        if pid in self._holding:
+            self._holders = None
         self._seen.pop(pid, None)
         self._young.pop(pid, None)
         self._holding.discard(pid)
         self._denied.discard(pid)
 
     def _result(self, start: float, listed: frozenset[int]) -> HolderScan:
-        holders = {pid: self._seen[pid].holds for pid in self._holding}
-        unreadable = frozenset(self._denied)
-        checked = frozenset(pid for pid in listed if (rec := self._seen.get(pid)) and rec.key)
+        holders = self._holders
+        if holders is None:
+            holders = self._holders = {pid: self._seen[pid].holds for pid in self._holding}
+        unreadable = self._unreadable
+        if unreadable != self._denied:
+            unreadable = self._unreadable = frozenset(self._denied)
+        if self._unread:  # the start-up backlog: PIDs known but not read yet
+            checked = frozenset(pid for pid in listed if (rec := self._seen.get(pid)) and rec.key)
+        else:  # every known PID has been read
+            checked = listed - (listed - self._seen.keys())
+        if checked == self._checked:
+            checked = self._checked
+        self._checked = checked
         return HolderScan(
             holders=holders,
             note=self._note or note_for(len(unreadable), self._euid),

@@ -199,6 +199,41 @@ def _parse_stat(data: bytes) -> _Stat | None:
 
 
 @dataclass(slots=True)
+class _Turns:
+    """read_many's last PID list, grouped by turn, so that a call for the same list looks only
+    at the PIDs due: a PID is due when ``(pid + call) % turns == 0`` (``idle_turns`` for one
+    idle at its last reading), or always while it has no standing answer."""
+
+    pids: list[int]  # the list object the call was given (the sampler passes the same again)
+    out: dict[int, ProcInfo]  # the last answers
+    turns: int
+    idle_turns: int
+    busy: list[list[int]]  # PIDs by pid % turns
+    idle: list[list[int]]  # PIDs by pid % idle_turns
+    always: set[int]  # PIDs read every call: not visible, pending, or gone
+
+    @classmethod
+    def of(
+        cls,
+        pids: list[int],
+        out: dict[int, ProcInfo],
+        turns: int,
+        idle_turns: int,
+        at_pid: dict[int, _Known],
+    ) -> _Turns:
+        busy: list[list[int]] = [[] for _ in range(turns)]
+        idle: list[list[int]] = [[] for _ in range(idle_turns)]
+        always: set[int] = set()
+        for pid in pids:
+            busy[pid % turns].append(pid)
+            idle[pid % idle_turns].append(pid)
+            known = at_pid.get(pid)
+            if known is None or known.shown is None:
+                always.add(pid)
+        return cls(pids, out, turns, idle_turns, busy, idle, always)
+
+
+@dataclass(slots=True)
 class _Known:
     """A process the reader has read before, and what it keeps of it between readings."""
 
@@ -247,6 +282,10 @@ class ProcReader:
         self._unread_left: int | None = None  # read_many's allowance of new processes read
         self._boot_time: float | None = None  # psutil's boot time, read once per read_many
         self._calls = 0  # read_many calls so far: whose turn it is to be read
+        # PIDs whose answer is another object than the last read_many call's (None: not known,
+        # the call read them all); the sampler rebuilds only their rows.
+        self.changed: set[int] | None = None
+        self._turns: _Turns | None = None  # the last call's PIDs, by turn (see _Turns)
 
     def __len__(self) -> int:
         return len(self._cache)
@@ -257,6 +296,7 @@ class ProcReader:
         ``fresh``: a full reading now, whatever its age (for decisions such as a signal).
         """
         with self._lock:
+            self._turns = None  # it may evict a process read_many keeps
             info, _ = self._read_locked(pid, fresh)
             self._evict_locked()
             return info
@@ -277,17 +317,25 @@ class ProcReader:
         IDLE_STATS_PER_CALL)`` calls (20 at 5,000).
         """
         with self._lock:
-            out: dict[int, ProcInfo] = {}
-            keep: set[tuple[int, float]] = set()
             self._refreshes_left = REFRESHES_PER_CALL
             self._new_left = NEW_FULL_PER_CALL
             self._unread_left = NEW_PER_CALL
             self._boot_time = None
+            calls = self._calls = self._calls + 1
+            last = self._turns
+            if last is not None and last.pids is pids:
+                try:
+                    return self._read_turns_locked(last, calls)
+                finally:
+                    self._refreshes_left = self._new_left = self._unread_left = None
+            self._turns = None
+            self.changed = None
+            out: dict[int, ProcInfo] = {}
+            keep: set[tuple[int, float]] = set()
             # Past STATS_PER_CALL processes, each is read every `turns` calls, in turn by PID;
             # in between its last reading stands (its CPU % then spans those calls).
             turns = -(-len(pids) // STATS_PER_CALL)
             idle_turns = -(-len(pids) // IDLE_STATS_PER_CALL)
-            calls = self._calls = self._calls + 1
             at_pid = self._at_pid if idle_turns > 1 else {}
             try:
                 for pid in pids:
@@ -310,7 +358,42 @@ class ProcReader:
             # What was asked for is kept whatever its size: evicting some of it would only
             # make the next call read them again in full (bounded by the driver's list).
             self._evict_locked(floor=len(keep))
+            if idle_turns > 1 and isinstance(pids, list):
+                self._turns = _Turns.of(pids, out, turns, idle_turns, self._at_pid)
             return out
+
+    def _read_turns_locked(self, turns: _Turns, calls: int) -> dict[int, ProcInfo]:
+        """read_many for the very PID list of the last call: only the PIDs whose turn it is
+        (and those with no standing answer) are looked at, not every PID (issue 17)."""
+        at_pid, last = self._at_pid, turns.out
+        due = dict.fromkeys(turns.always)
+        for bucket, idle in (
+            (turns.busy[-calls % turns.turns], False),
+            (turns.idle[-calls % turns.idle_turns], True),
+        ):
+            for pid in bucket:
+                known = at_pid.get(pid)
+                shown = known.shown if known is not None else None
+                if shown is None or (shown.cpu_percent == 0.0) is idle:
+                    due[pid] = None
+        out = dict(last)
+        changed: set[int] = set()
+        for pid in due:
+            before = at_pid.get(pid)
+            info, key = self._read_locked(pid)
+            if info is not last[pid]:
+                changed.add(pid)
+                out[pid] = info
+            if before is not None and (key is None or key != before.key):
+                self._forget_locked(before.key)  # gone, or the PID now names another process
+            known = at_pid.get(pid)
+            if known is None or known.shown is None:
+                turns.always.add(pid)
+            else:
+                turns.always.discard(pid)
+        turns.out = out
+        self.changed = changed
+        return out
 
     def _read_locked(
         self, pid: int, fresh: bool = False

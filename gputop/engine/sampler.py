@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from operator import attrgetter
 
 from gputop.engine.enrich import RowMemo
 from gputop.engine.enrich import enrich as enrich_snapshot
@@ -37,6 +38,7 @@ from gputop.engine.source import Source
 
 log = logging.getLogger(__name__)
 
+_pid_of = attrgetter("pid")
 _WAIT_FRACTION = 0.8  # of the interval: how long a tick waits for the driver before going stale
 
 
@@ -268,7 +270,7 @@ class Sampler:
             asked, self._asked = self._asked, None
         if asked is not None:
             return asked
-        listed = {proc.pid for gpu in fresh.gpus for proc in gpu.processes}
+        listed = set().union(*(map(_pid_of, gpu.processes) for gpu in fresh.gpus))
         scan = self._watch.tick(self._interval_s, listed)
         with self._lock:
             self._holders = scan

@@ -455,6 +455,16 @@ def _flag(raw: Any) -> bool | None:
     return None if raw == "unsupported" else bool(raw)
 
 
+def _within(wave: Wave, lo: float, hi: float | None) -> Wave:
+    """The wave kept within what the driver can report (a percentage, a size), unless the
+    scenario set its own bounds: a wave of base 0 would otherwise swing below zero."""
+    return replace(
+        wave,
+        lo=lo if wave.lo is None else wave.lo,
+        hi=hi if wave.hi is None else wave.hi,
+    )
+
+
 def _process_from_dict(spec: dict[str, Any], where: str) -> SimProcess:
     allowed = set(SimProcess.__dataclass_fields__)
     unknown = set(spec) - allowed
@@ -470,9 +480,15 @@ def _process_from_dict(spec: dict[str, Any], where: str) -> SimProcess:
     return SimProcess(
         pid=int(spec["pid"]),
         type=kind,
-        used_memory_mib=_reading(spec.get("used_memory_mib", 1024), f"{where}: used_memory_mib"),
-        sm_util=_reading(spec["sm_util"], where) if "sm_util" in spec else None,
-        mem_util=_reading(spec["mem_util"], where) if "mem_util" in spec else None,
+        used_memory_mib=_within(
+            _reading(spec.get("used_memory_mib", 1024), f"{where}: used_memory_mib"), 0.0, None
+        ),
+        sm_util=_within(_reading(spec["sm_util"], where), 0.0, 100.0)
+        if "sm_util" in spec
+        else None,
+        mem_util=(
+            _within(_reading(spec["mem_util"], where), 0.0, 100.0) if "mem_util" in spec else None
+        ),
         name=str(spec.get("name", "python")),
         actor=spec.get("actor"),
         start_s=float(spec.get("start_s", 0.0)),

@@ -81,6 +81,29 @@ def test_old_process_peaks_are_forgotten() -> None:
     assert h.process_peak_memory_bytes(1039, 39.0) == GiB
 
 
+def test_a_row_kept_longer_than_the_history_keeps_its_peak_and_new_rows_move_it() -> None:
+    # The sampler hands History the very row object while a process is unchanged (issue 17):
+    # History looks only at rows that are new objects, yet forgets nothing still listed.
+    h = History(maxlen=5)
+    kept = _with_process(_snap(1), 10, 1.0, 3 * GiB)
+    for seq in range(1, 30):
+        h.append(replace(kept, seq=seq))  # the same rows tuple, tick after tick
+    assert h.process_peak_memory_bytes(10, 1.0) == 3 * GiB
+    row = kept.processes[0]
+    other = replace(row, pid=11, info=ProcInfo(pid=11, create_time=2.0))
+    less = replace(row, used_memory_bytes=GiB)  # the same process, a new row
+    h.append(replace(kept, processes=(less, other)))
+    assert h.process_peak_memory_bytes(10, 1.0) == 3 * GiB
+    more = replace(row, used_memory_bytes=4 * GiB)
+    h.append(replace(kept, processes=(more, other)))
+    assert h.process_peak_memory_bytes(10, 1.0) == 4 * GiB
+    for seq in range(40, 52):  # process 10 gone for longer than the history
+        h.append(replace(kept, seq=seq, processes=(other,)))
+    assert h.process_peak_memory_bytes(10, 1.0) is None
+    assert h.process_peak_memory_bytes(11, 2.0) == 3 * GiB
+    assert h.tracked_processes() == 1
+
+
 def test_memory_flat_over_many_ticks() -> None:
     """A new process every tick (the worst case for peak tracking) still keeps memory flat."""
     h = History(maxlen=100)

@@ -21,6 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from itertools import compress, count, repeat
+from operator import is_
+from typing import cast
 
 from rich.style import Style
 from textual.binding import Binding
@@ -114,17 +117,18 @@ class ProcessTable(FramedLines, RowCursor, ScrollView, can_focus=True):
         # keeps its key: formatting 5,000 keys is a third of this method (issue 17). The old
         # rows are alive until the assignment below, so their ids are theirs.
         old_keys, old_rows = self._keys, self._rows
-        rows: dict[str, ProcessRow] = {}
-        keys: dict[int, str] = {}
+        procs = snapshot.processes
+        ids = list(map(id, procs))
+        found: list[str | None] = list(map(old_keys.get, ids))  # in C: no Python step a row
         fresh: list[str] = []  # keys of the rows the engine made anew
-        for r in snapshot.processes:
-            key = old_keys.get(id(r))
-            if key is None:
-                key = R.row_key(r)
+        if None in found:
+            for i in compress(count(), map(is_, found, repeat(None))):
+                key = found[i] = R.row_key(procs[i])
                 fresh.append(key)
-            rows[key] = r
-            keys[id(r)] = key
-        self._rows, self._keys = rows, keys
+        keyed = cast(list[str], found)
+        self._rows = dict(zip(keyed, procs, strict=True))
+        self._keys = dict(zip(ids, keyed, strict=True))
+        rows = self._rows
         self._now_wall = snapshot.taken_at_wall
         self._snapshot = snapshot
         self._mig_gpus = frozenset(g.index for g in snapshot.gpus if g.mig_mode or g.mig_devices)

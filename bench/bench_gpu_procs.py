@@ -11,6 +11,10 @@ a temporary folder, and measured:
 
 GPUTOP_BENCH_GPU_PROCS_SIZES overrides the sizes (comma separated; 0 skips this bench); a size
 ending in ``s`` (``5000s``) is the steady load of :func:`write_scenario`.
+
+Then two dashboards side by side, 40 and 5,000 steady processes (GPUTOP_BENCH_GPU_PROCS_PAIR,
+``small,big``; empty skips it), measured over the same window: the ratio of their CPU is what
+issue 17 asks to keep within 2x, and two dashboards at once feel the same VM speed.
 """
 
 from __future__ import annotations
@@ -159,6 +163,36 @@ def _dashboard(scenario: Path, seconds: float) -> tuple[float, float, float]:
     return first, (own1 - own0 + drv1 - drv0) / wall * 100, (drv1 - drv0) / wall * 100
 
 
+def _side_by_side(small: Path, big: Path, seconds: float) -> tuple[float, float]:
+    """CPU % of a core (gputop and its driver process) of two dashboards run at once, over the
+    same window: their ratio does not move with this VM's speed, which wanders by up to 2x
+    within the hour and so blurs runs made one after the other."""
+    sessions = {path: f"{bench_ui.SESSION}-pair{i}" for i, path in enumerate((small, big))}
+    try:
+        for path, session in sessions.items():
+            command = f"{sys.executable} -m gputop --demo={path} --interval 1"
+            bench_ui._tmux("new-session", "-d", "-s", session, "-x", "200", "-y", "60", command)
+        time.sleep(4)  # the panes' processes have started
+        procs = []
+        for session in sessions.values():
+            pane = int(bench_ui._tmux("display", "-p", "-t", session, "#{pane_pid}").strip())
+            app = bench_ui._app_process(pane)
+            procs.append((app, bench_ui._driver_process(app)))
+        time.sleep(WARMUP_S + 4)  # past the 5,000 new processes' first readings
+
+        def cpu() -> list[float]:
+            return [bench_ui._cpu_s(app) + bench_ui._cpu_s(driver) for app, driver in procs]
+
+        t0, before = time.monotonic(), cpu()
+        time.sleep(seconds)
+        wall, after = time.monotonic() - t0, cpu()
+    finally:
+        for session in sessions.values():
+            bench_ui._quit(session)
+    low, high = ((b - a) / wall * 100 for a, b in zip(before, after, strict=True))
+    return low, high
+
+
 def main() -> None:
     raw = os.environ.get("GPUTOP_BENCH_GPU_PROCS_SIZES", "40,500,5000,5000s")
     sizes = [s.strip() for s in raw.split(",") if s.strip() and int(s.strip().rstrip("s")) > 0]
@@ -184,6 +218,28 @@ def main() -> None:
                 first, cpu, driver = _dashboard(scenario, seconds)
                 line += f" | {first:.2f} | {cpu:.2f} ({driver:.2f})"
             print(line, flush=True)
+        pair = os.environ.get("GPUTOP_BENCH_GPU_PROCS_PAIR", "40,5000s")
+        if pair and shutil.which("tmux") is not None:
+            small_size, big_size = (p.strip() for p in pair.split(","))
+            big = int(big_size.rstrip("s"))
+            small = int(small_size.rstrip("s"))
+            crowd.grow(big + small)
+            # Each its own processes: one process is one row on one dashboard.
+            pair_tmp = Path(tmp)
+            low_path = write_scenario(
+                crowd.pids[:small], pair_tmp / "pair-small.json", steady=small_size.endswith("s")
+            )
+            high_path = write_scenario(
+                crowd.pids[small : small + big],
+                pair_tmp / "pair-big.json",
+                steady=big_size.endswith("s"),
+            )
+            low, high = _side_by_side(low_path, high_path, seconds)
+            print(
+                f"gpu_procs_side_by_side: {small_size} {low:.2f} % | {big_size} {high:.2f} %"
+                f" | ratio {high / low:.2f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ import operator
 import threading
 from collections import deque
 from collections.abc import Sequence
-from itertools import islice
+from itertools import compress, count, islice
+from operator import is_not
 
 from gputop.engine.model import GpuState, ProcessRow, Snapshot
 
@@ -77,16 +78,35 @@ class History:
     def _note_rows(self, rows: tuple[ProcessRow, ...]) -> None:
         """Peaks and last sightings from the rows that are not the last tick's objects: the
         sampler keeps an unchanged row (issue 17: 5,000 rows a tick, a few hundred new)."""
+        before = self._rows
+        if len(rows) == len(before):
+            # The same processes in the same places, some rows made anew (a quiet tick): only
+            # those are looked at. The last rows are alive: no id is reused among them.
+            places = list(compress(count(), map(is_not, before, rows)))
+            if all(_same_process(before[i], rows[i]) for i in places):
+                by_id, peaks = self._by_id, self._proc_peaks
+                for i in places:
+                    row = rows[i]
+                    del by_id[id(before[i])]
+                    by_id[id(row)] = row
+                    used = row.used_memory_bytes
+                    if used is not None:
+                        key = (row.pid, row.info.create_time)
+                        peak = peaks.get(key)
+                        if peak is None or used > peak:
+                            peaks[key] = used
+                self._rows = rows
+                return
         now = dict(zip(map(id, rows), rows, strict=True))  # the last rows are alive: no id reused
         last = self._by_id
-        seen, peaks, count = self._proc_seen, self._proc_peaks, self._count
+        seen, peaks, tick = self._proc_seen, self._proc_peaks, self._count
         for gone in last.keys() - now.keys():
             row = last[gone]
-            seen[(row.pid, row.info.create_time)] = count - 1
+            seen[(row.pid, row.info.create_time)] = tick - 1
         for new in now.keys() - last.keys():
             row = now[new]
             key = (row.pid, row.info.create_time)
-            seen[key] = count
+            seen[key] = tick
             used = row.used_memory_bytes
             if used is not None:
                 peak = peaks.get(key)
@@ -166,3 +186,7 @@ class History:
         """How many processes have a remembered peak (bounded by recent activity)."""
         with self._lock:
             return len(self._proc_seen)
+
+
+def _same_process(a: ProcessRow, b: ProcessRow) -> bool:
+    return a.pid == b.pid and a.info.create_time == b.info.create_time

@@ -98,6 +98,7 @@ class HolderWatch:
         # the sampler's rows that nothing changed, without a look at each).
         self._holders: dict[int, tuple[str, ...]] | None = None  # None: to be made anew
         self._checked: frozenset[int] = frozenset()
+        self._checked_for: frozenset[int] | None = None  # the listed PIDs `_checked` is of
         self._unreadable: frozenset[int] = frozenset()
 
     @property
@@ -121,13 +122,15 @@ class HolderWatch:
             self._sweep_cost_s += time.perf_counter() - routine
         else:
             self._births()
-        listed = frozenset(listed)
+        # The same PIDs as last tick (nearly always): the same set, and no new ones to look at.
+        listed = self._listed if listed == self._listed else frozenset(listed)
         self._catch_up(listed)
-        for pid in listed - self._listed:
-            if pid not in self._seen:
-                self._born(pid)  # listed before we saw it born
-            else:
-                self._check(pid)
+        if listed is not self._listed:
+            for pid in listed - self._listed:
+                if pid not in self._seen:
+                    self._born(pid)  # listed before we saw it born
+                else:
+                    self._check(pid)
         self._listed = listed
         for pid in list(self._holding - listed):
             self._check(pid)
@@ -184,6 +187,8 @@ class HolderWatch:
                 self._born(pid)
 
     def _born(self, pid: int) -> None:
+        if pid in self._listed:
+            self._checked_for = None  # listed before its birth was seen: checked from now
         self._young[pid] = time.monotonic()
         if len(self._young) > YOUNG_MAX:
             del self._young[next(iter(self._young))]
@@ -305,6 +310,8 @@ class HolderWatch:
     def _forget(self, pid: int) -> None:
         if pid in self._holding:
             self._holders = None
+        if pid in self._listed:
+            self._checked_for = None
         self._seen.pop(pid, None)
         self._young.pop(pid, None)
         self._holding.discard(pid)
@@ -319,8 +326,12 @@ class HolderWatch:
             unreadable = self._unreadable = frozenset(self._denied)
         if self._unread:  # the start-up backlog: PIDs known but not read yet
             checked = frozenset(pid for pid in listed if (rec := self._seen.get(pid)) and rec.key)
+            self._checked_for = None
+        elif listed is self._checked_for:  # no listed PID came, or went from /proc, since
+            checked = self._checked
         else:  # every known PID has been read
             checked = listed - (listed - self._seen.keys())
+            self._checked_for = listed
         if checked == self._checked:
             checked = self._checked
         self._checked = checked

@@ -16,8 +16,10 @@ import socket
 import struct
 import threading
 import time
+from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import compress, count
 from typing import Any, TypeVar
 
 import pynvml
@@ -192,8 +194,14 @@ class NvmlSource:
         # An entry whose readings are the same is that object again (and the tuple, when all
         # are): at thousands of inference workers most are (issue 17), and the pipe to gputop
         # then carries only what changed (gputop.engine.process_delta).
-        self._entries: dict[int, dict[tuple[Any, ...], GpuProcess]] = {}
-        self._entry_tuples: dict[int, tuple[GpuProcess, ...]] = {}
+        self._lists: dict[int, _GpuList] = {}
+        self._lists_moved = True  # a GPU's processes may have changed since the last prune
+        self._prunes = 0
+        # The snapshot's parsed process lists by their bytes, and the last snapshot's: a list
+        # the driver gives byte for byte again is the same parsed list (and so, above, the
+        # same entries), found without a step per entry.
+        self._parsed: dict[tuple[str, bytes], list[_Listed]] = {}
+        self._parsed_before: dict[tuple[str, bytes], list[_Listed]] = {}
         try:
             pynvml.nvmlInit()
         except pynvml.NVMLError as exc:
@@ -340,6 +348,7 @@ class NvmlSource:
         if reader is not None:
             reader.drain_events()
         counters: list[GpuCounters] = []
+        self._parsed_before, self._parsed = self._parsed, {}
         for i in range(len(self._handles)):
             gpu = self._read_gpu(i)
             read.append(gpu)
@@ -350,8 +359,13 @@ class NvmlSource:
         if reader is not None:
             reader.ticks += 1
         gpus = tuple(read)
-        if self._foreign_names:  # forget PIDs no longer listed (a PID number is reused)
-            for pid in self._foreign_names.keys() - {p.pid for g in gpus for p in g.processes}:
+        # Forget PIDs no longer listed (a PID number is reused): looked at when a list's
+        # processes may have changed, or now and then (a GPU lost with its list, say).
+        self._prunes += 1
+        if self._foreign_names and (self._lists_moved or self._prunes % 60 == 0):
+            self._lists_moved = False
+            listed = set().union(*(map(_pid_of, g.processes) for g in gpus))
+            for pid in self._foreign_names.keys() - listed:
                 del self._foreign_names[pid]
         return Snapshot(
             seq=seq,
@@ -558,47 +572,39 @@ class NvmlSource:
     def _read_processes(
         self, index: int, h: Any, migs: Sequence[tuple[MigDevice, Any]] = ()
     ) -> tuple[GpuProcess, ...]:
-        # A C+G process (a CUDA context in a graphics app) is in both lists, each entry with
-        # the process's whole memory on this GPU: count it once, as nvidia-smi and nvitop do.
-        by_pid: dict[int, tuple[ProcessType, int | None, int | None, int | None]] = {}
-        for kind, ptype in (("Compute", ProcessType.COMPUTE), ("Graphics", ProcessType.GRAPHICS)):
-            for pid, used, gi, ci in self._list_on_gpu(kind, h, lambda: _instances(migs)):
-                seen = by_pid.get(pid)
-                if seen is None:
-                    by_pid[pid] = (ptype, used, gi, ci)
-                else:
-                    merged = ptype if seen[0] is ptype else ProcessType.MIXED
-                    gi, ci = (seen[2], seen[3]) if seen[2] is not None else (gi, ci)
-                    by_pid[pid] = (merged, _max_known(seen[1], used), gi, ci)
-        utils = self._read_process_utilization(index, h) if by_pid else {}
-        last = self._entries.get(index, {})
-        entries: dict[tuple[Any, ...], GpuProcess] = {}
+        lists = tuple(
+            self._list_on_gpu(kind, h, lambda: _instances(migs)) for kind in ("Compute", "Graphics")
+        )
+        last = self._lists.get(index)
+        if last is not None and last.lists[0] is lists[0] and last.lists[1] is lists[1]:
+            merged = last.merged  # the same contexts and memory as the last snapshot
+        else:
+            merged = _merge(lists)
+        utils = self._read_process_utilization(index, h) if merged else _NO_UTILS
+        if last is not None and merged is last.merged:
+            # Only the processes whose utilisation moved: a few hundred of 5,000 (issue 17).
+            moved = utils.moved_since(last.utils)
+            return last.moved(moved, utils) if moved else last.listed
+        self._lists_moved = True
+        by_key = last.by_key if last is not None else {}
+        keys: list[tuple[Any, ...]] = []
         out: list[GpuProcess] = []
-        unknown = (None, None)
-        for pid, (ptype, used, gi, ci) in sorted(by_pid.items()):
-            sm, mem = utils.get(pid, unknown)
+        by_pid = utils.by_pid()
+        for pid, (ptype, used, gi, ci) in merged:
+            sm, mem = by_pid.get(pid, _UNKNOWN_UTIL)
             key = (pid, ptype, used, sm, mem, gi, ci)
-            entry = last.get(key)
+            entry = by_key.get(key)
             if entry is None:
                 # Its name stays as it was while the PID is listed (see _foreign_name).
-                entry = GpuProcess(
-                    pid=pid,
-                    gpu_index=index,
-                    type=ptype,
-                    used_memory_bytes=used,
-                    sm_util_percent=sm,
-                    memory_util_percent=mem,
-                    driver_name=self._foreign_name(pid),
-                    gpu_instance_id=gi,
-                    compute_instance_id=ci,
-                )
-            entries[key] = entry
+                entry = _entry(index, key, self._foreign_name(pid))
+            keys.append(key)
             out.append(entry)
-        self._entries[index] = entries
-        before = self._entry_tuples.get(index, ())
+        before = last.listed if last is not None else ()
         if len(before) == len(out) and all(map(operator.is_, before, out)):
-            return before
-        self._entry_tuples[index] = listed = tuple(out)
+            listed = before
+        else:
+            listed = tuple(out)
+        self._lists[index] = _GpuList(index, lists, merged, utils, keys, out, listed)
         return listed
 
     def _list_on_gpu(
@@ -659,38 +665,180 @@ class NvmlSource:
                     return [], exc.value
                 raise
             self._proc_api = api
-            # Unpacked in C: at thousands of entries, reading ctypes fields one by one costs
-            # more than the driver call.
-            if struct is _ProcessInfoV1:  # no instance ids in the oldest struct
-                return [
-                    (pid, None if used >= _NO_BYTES else used, None, None)
-                    for pid, used in _UNPACK_V1.iter_unpack(result)
-                ], None
-            return [
-                (
-                    pid,
-                    None if used >= _NO_BYTES else used,
-                    None if gi >= _NO_ID else gi,
-                    None if ci >= _NO_ID else ci,
-                )
-                for pid, used, gi, ci in _UNPACK_V2.iter_unpack(result)
-            ], None
+            key = (api, result)
+            parsed = self._parsed_before.get(key) if buffers is None else None
+            if parsed is None:
+                parsed = _parse_list(result, struct)
+            if buffers is None:
+                self._parsed[key] = parsed
+            return parsed, None
         return [], pynvml.NVML_ERROR_FUNCTION_NOT_FOUND
 
-    def _read_process_utilization(self, index: int, h: Any) -> dict[int, tuple[int, int]]:
+    def _read_process_utilization(self, index: int, h: Any) -> _Utils:
         # The driver keeps per-process samples a few times a second; asking only for samples
         # newer than the last call gives nothing (NOT_FOUND) when snapshots come quickly, so
         # ask for a short window and take each process's newest sample.
         since = int((time.time() - self.PROCESS_UTIL_WINDOW_S) * 1_000_000)
         samples = _read(self._buffers.process_utilization, h, since)
-        if not samples:
-            return {}
-        latest: dict[int, tuple[int, int, int]] = {}
-        for pid, stamp, sm, mem, _enc, _dec in _UNPACK_UTIL.iter_unpack(samples):
-            seen = latest.get(pid)
-            if seen is None or stamp > seen[0]:
-                latest[pid] = (stamp, sm, mem)
-        return {pid: (sm, mem) for pid, (_, sm, mem) in latest.items()}
+        return _Utils.of(samples) if samples else _NO_UTILS
+
+
+_UNKNOWN_UTIL = (None, None)
+_pid_of = operator.attrgetter("pid")
+_PID, _STAMP, _SM_MEM = operator.itemgetter(0), operator.itemgetter(1), operator.itemgetter(2, 3)
+
+
+class _Utils:
+    """A GPU's per-process utilisation samples, the newest of each process, as columns."""
+
+    __slots__ = ("_by_pid", "mem", "pids", "sm")
+
+    def __init__(self, pids: array[int], sm: array[int], mem: array[int]) -> None:
+        self.pids, self.sm, self.mem = pids, sm, mem
+        self._by_pid: dict[int, tuple[int, int]] | None = None
+
+    @classmethod
+    def of(cls, samples: bytes) -> _Utils:
+        """The samples of one call (several of a process: its newest is kept)."""
+        if _COLUMNS:
+            words = array("I", samples)
+            pids = words[0::_UTIL_WORDS]
+            if len(set(pids)) == len(pids):  # one sample each (nearly always): no sort
+                return cls(pids, words[4::_UTIL_WORDS], words[5::_UTIL_WORDS])
+        # Oldest first (a stable sort, nearly free on the driver's order): the newest sample of
+        # each process is the last one the dict keeps.
+        rows = sorted(_UNPACK_UTIL.iter_unpack(samples), key=_STAMP)
+        newest = dict(zip(map(_PID, rows), map(_SM_MEM, rows), strict=True))
+        return cls(
+            array("I", newest),
+            array("I", (sm for sm, _ in newest.values())),
+            array("I", (mem for _, mem in newest.values())),
+        )
+
+    def by_pid(self) -> dict[int, tuple[int, int]]:
+        """PID -> (SM %, memory %)."""
+        if self._by_pid is None:
+            self._by_pid = dict(zip(self.pids, zip(self.sm, self.mem, strict=True), strict=True))
+        return self._by_pid
+
+    def moved_since(self, last: _Utils) -> dict[int, tuple[int, int] | tuple[None, None]]:
+        """The processes whose samples differ from ``last``'s, and their readings now."""
+        pids = self.pids
+        if pids == last.pids:  # the same processes in the same order: compare in place
+            if self.sm == last.sm and self.mem == last.mem:
+                return {}
+            places = set(compress(count(), map(operator.ne, self.sm, last.sm)))
+            places.update(compress(count(), map(operator.ne, self.mem, last.mem)))
+            return {pids[j]: (self.sm[j], self.mem[j]) for j in places}
+        now, before = self.by_pid(), last.by_pid()
+        return {pid: now.get(pid, _UNKNOWN_UTIL) for pid, _ in now.items() ^ before.items()}
+
+
+_NO_UTILS = _Utils(array("I"), array("I"), array("I"))
+# (type, used bytes, GPU instance id, compute instance id) of a PID's contexts on one GPU
+_Merged = tuple[ProcessType, int | None, int | None, int | None]
+
+
+def _parse_list(result: bytes, struct: type[ctypes.Structure]) -> list[_Listed]:
+    """A process list's C array as (pid, used, GI id, CI id). Unpacked in C: at thousands of
+    entries, reading ctypes fields one by one costs more than the driver call."""
+    if struct is _ProcessInfoV1:  # no instance ids in the oldest struct
+        return [
+            (pid, None if used >= _NO_BYTES else used, None, None)
+            for pid, used in _UNPACK_V1.iter_unpack(result)
+        ]
+    return [
+        (
+            pid,
+            None if used >= _NO_BYTES else used,
+            None if gi >= _NO_ID else gi,
+            None if ci >= _NO_ID else ci,
+        )
+        for pid, used, gi, ci in _UNPACK_V2.iter_unpack(result)
+    ]
+
+
+def _merge(lists: tuple[list[_Listed], ...]) -> list[tuple[int, _Merged]]:
+    """A GPU's compute and graphics lists as one entry per PID, by PID.
+
+    A C+G process (a CUDA context in a graphics app) is in both lists, each entry with the
+    process's whole memory on this GPU: counted once, as nvidia-smi and nvitop do."""
+    by_pid: dict[int, _Merged] = {}
+    for listed, ptype in zip(lists, (ProcessType.COMPUTE, ProcessType.GRAPHICS), strict=True):
+        for pid, used, gi, ci in listed:
+            seen = by_pid.get(pid)
+            if seen is None:
+                by_pid[pid] = (ptype, used, gi, ci)
+            else:
+                merged = ptype if seen[0] is ptype else ProcessType.MIXED
+                gi, ci = (seen[2], seen[3]) if seen[2] is not None else (gi, ci)
+                by_pid[pid] = (merged, _max_known(seen[1], used), gi, ci)
+    return sorted(by_pid.items())
+
+
+def _entry(index: int, key: tuple[Any, ...], driver_name: str | None) -> GpuProcess:
+    pid, ptype, used, sm, mem, gi, ci = key
+    return GpuProcess(
+        pid=pid,
+        gpu_index=index,
+        type=ptype,
+        used_memory_bytes=used,
+        sm_util_percent=sm,
+        memory_util_percent=mem,
+        driver_name=driver_name,
+        gpu_instance_id=gi,
+        compute_instance_id=ci,
+    )
+
+
+class _GpuList:
+    """A GPU's process entries of the last snapshot and what they were made from.
+
+    An entry whose readings are the same is that object again (and the tuple, when all are):
+    at thousands of inference workers most are (issue 17), and the pipe to gputop then carries
+    only what changed (gputop.engine.process_delta).
+    """
+
+    __slots__ = ("by_key", "index", "keys", "listed", "lists", "merged", "out", "places", "utils")
+
+    def __init__(
+        self,
+        index: int,
+        lists: tuple[list[_Listed], ...],
+        merged: list[tuple[int, _Merged]],
+        utils: _Utils,
+        keys: list[tuple[Any, ...]],
+        out: list[GpuProcess],
+        listed: tuple[GpuProcess, ...],
+    ) -> None:
+        self.index = index
+        self.lists, self.merged, self.utils = lists, merged, utils
+        self.keys, self.out, self.listed = keys, out, listed
+        self.by_key = dict(zip(keys, out, strict=True))
+        self.places: dict[int, int] | None = None  # PID -> place, made when first needed
+
+    def moved(
+        self, readings: dict[int, tuple[int, int] | tuple[None, None]], utils: _Utils
+    ) -> tuple[GpuProcess, ...]:
+        """The list with the entries of the PIDs in ``readings`` made anew from their readings
+        (SM %, memory %), the contexts unchanged; ``utils`` are the samples they came from."""
+        places = self.places
+        if places is None:
+            places = self.places = {pid: i for i, (pid, _) in enumerate(self.merged)}
+        keys, out, by_key = self.keys, self.out, self.by_key
+        for pid, (sm, mem) in readings.items():
+            i = places.get(pid)
+            if i is None:
+                continue  # a sample of a process not listed (it left between the two calls)
+            ptype, used, gi, ci = self.merged[i][1]
+            key = (pid, ptype, used, sm, mem, gi, ci)
+            old = out[i]
+            del by_key[keys[i]]
+            keys[i] = key
+            out[i] = by_key[key] = _entry(self.index, key, old.driver_name)
+        self.utils = utils
+        self.listed = tuple(out)
+        return self.listed
 
 
 class _ProcessInfoV1(ctypes.Structure):
@@ -731,6 +879,10 @@ class _ProcessUtilSample(ctypes.Structure):
 _UNPACK_V1 = struct.Struct("@IQ")
 _UNPACK_V2 = struct.Struct("@IQII")
 _UNPACK_UTIL = struct.Struct("@IQIIII")
+# nvmlProcessUtilizationSample_t as 32-bit words: pid, (padding), timeStamp (two), smUtil,
+# memUtil, encUtil, decUtil. Read as columns of an array, in C, where the layout is that.
+_UTIL_WORDS = _UNPACK_UTIL.size // 4
+_COLUMNS = array("I").itemsize == 4 and _UNPACK_UTIL.size == 32
 assert _UNPACK_V1.size == ctypes.sizeof(_ProcessInfoV1)
 assert _UNPACK_V2.size == ctypes.sizeof(_ProcessInfoV2)
 assert _UNPACK_UTIL.size == ctypes.sizeof(_ProcessUtilSample)

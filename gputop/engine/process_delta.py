@@ -15,6 +15,8 @@ afresh.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from itertools import compress
+from operator import attrgetter, is_not
 
 from gputop.engine.model import GpuProcess, Snapshot
 
@@ -32,6 +34,7 @@ class ListChange:
 Lists = tuple[tuple[GpuProcess, ...] | ListChange, ...]
 
 _UNCHANGED = ListChange()
+_pid_of = attrgetter("pid")
 
 
 class _Last:
@@ -48,7 +51,7 @@ class _Last:
 def _start(lasts: dict[int, _Last], index: int, listed: tuple[GpuProcess, ...]) -> None:
     """A GPU's list sent whole: the copy changes start from, or none when a PID is in it twice
     (no change could name either entry)."""
-    order = tuple([p.pid for p in listed])
+    order = tuple(map(_pid_of, listed))
     if len(set(order)) == len(order):
         lasts[index] = _Last(listed, order)
     else:
@@ -77,7 +80,7 @@ class ListEncoder:
         if listed is last.listed:
             return _UNCHANGED
         by_pid = last.by_pid
-        order = tuple([p.pid for p in listed])
+        order = tuple(map(_pid_of, listed))
         gone: tuple[int, ...] = ()
         if order != last.order:
             members = set(order)
@@ -88,10 +91,11 @@ class ListEncoder:
             for pid in gone:
                 del by_pid[pid]
         changed: list[GpuProcess] = []
-        for p in listed:
-            before = by_pid.get(p.pid)
-            # An equal entry needs no sending: the other end keeps its own equal object.
-            if before is not p and before != p:
+        # The entries that are not the objects sent last (found in C: the driver's reader keeps
+        # an unchanged entry as it was); an equal one needs no sending either, as the other end
+        # keeps its own equal object.
+        for p in compress(listed, map(is_not, map(by_pid.get, order), listed)):
+            if by_pid.get(p.pid) != p:
                 by_pid[p.pid] = p
                 changed.append(p)
         last.listed = listed

@@ -97,9 +97,14 @@ def test_a_row_kept_longer_than_the_history_keeps_its_peak_and_new_rows_move_it(
     more = replace(row, used_memory_bytes=4 * GiB)
     h.append(replace(kept, processes=(more, other)))
     assert h.process_peak_memory_bytes(10, 1.0) == 4 * GiB
-    for seq in range(40, 52):  # process 10 gone for longer than the history
+    newcomer = replace(row, pid=12, info=ProcInfo(pid=12, create_time=3.0), used_memory_bytes=GiB)
+    h.append(replace(kept, processes=(newcomer, other)))  # another process in the same place
+    assert h.process_peak_memory_bytes(12, 3.0) == GiB
+    assert h.process_peak_memory_bytes(10, 1.0) == 4 * GiB
+    for seq in range(40, 52):  # processes 10 and 12 gone for longer than the history
         h.append(replace(kept, seq=seq, processes=(other,)))
     assert h.process_peak_memory_bytes(10, 1.0) is None
+    assert h.process_peak_memory_bytes(12, 3.0) is None
     assert h.process_peak_memory_bytes(11, 2.0) == 3 * GiB
     assert h.tracked_processes() == 1
 

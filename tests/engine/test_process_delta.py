@@ -146,3 +146,53 @@ def test_the_encoder_is_fed_by_the_readers_own_reuse() -> None:
         sim.uninstall()
     for g1, g2 in zip(first.gpus, second.gpus, strict=True):
         assert g2.processes is g1.processes
+
+
+def test_the_readers_partial_lists_are_what_a_fresh_reader_reads() -> None:
+    # NvmlSource makes anew only the entries whose utilisation moved while the contexts and
+    # memory stay (issue 17); processes that come and go, a C+G process and a GPU whose lists
+    # never move are read in full or kept. Each step equals a reader with no memory of its own.
+    from gputop.engine.nvml import NvmlSource
+    from gputop.sim.scenario import Scenario
+
+    busy = {"base": 40, "amp": 30, "period": 7}
+    box = Scenario.from_dict(
+        {
+            "gpu": [
+                {
+                    "processes": [
+                        {"pid": 10 + i, "used_memory_mib": 100 + i, "sm_util": busy if i % 3 else 0}
+                        for i in range(9)
+                    ]
+                    + [
+                        {"pid": 50, "start_s": 4, "end_s": 9, "sm_util": busy},
+                        {"pid": 60, "type": "compute+graphics", "sm_util": busy},
+                    ]
+                },
+                {"processes": [{"pid": 70, "used_memory_mib": {"base": 500, "amp": 50}}]},
+                {"processes": [{"pid": 80, "used_memory_mib": 300, "sm_util": 0}]},
+            ]
+        }
+    )
+    clock = sim.ManualClock(0.0)
+    sim.install(box, clock)
+    try:
+        kept = NvmlSource(simulated=True, environ={})
+        last = kept.snapshot()
+        for step in range(1, 13):
+            clock.set(float(step))
+            now = kept.snapshot()
+            fresh = NvmlSource(simulated=True, environ={})
+            whole = fresh.snapshot()
+            fresh.close()
+            for g_now, g_whole, g_last in zip(now.gpus, whole.gpus, last.gpus, strict=True):
+                assert g_now.processes == g_whole.processes
+                before = {p.pid: p for p in g_last.processes}
+                for p in g_now.processes:
+                    if before.get(p.pid) == p:
+                        assert before[p.pid] is p  # unchanged: the very entry
+            assert now.gpus[2].processes is last.gpus[2].processes
+            last = now
+        kept.close()
+    finally:
+        sim.uninstall()

@@ -246,6 +246,10 @@ def test_the_watch_hands_out_the_same_findings_while_nothing_changed(
     again = watch.tick(1.0, {holder.pid})
     assert again.holders is first.holders and again.checked is first.checked
     assert holder.pid in again.holders
+    other = spawner.ready(IDLE).pid  # a PID the driver lists from now on
+    grown = watch.tick(1.0, {holder.pid, other})
+    assert grown.checked == {holder.pid, other} and grown.holders is first.holders
+    assert watch.tick(1.0, {holder.pid, other}).checked is grown.checked
     holder.send_signal(signal.SIGKILL)
     holder.wait()
     assert wait_until(lambda: holder.pid not in watch.tick(1.0, {holder.pid}).holders)

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from itertools import compress, count, repeat
-from operator import is_
+from operator import is_, is_not
 from typing import cast
 
 from rich.style import Style
@@ -116,28 +116,15 @@ class ProcessTable(FramedLines, RowCursor, ScrollView, can_focus=True):
         # A row the engine kept from the last tick (most of them at thousands of idle workers)
         # keeps its key: formatting 5,000 keys is a third of this method (issue 17). The old
         # rows are alive until the assignment below, so their ids are theirs.
-        old_keys, old_rows = self._keys, self._rows
         procs = snapshot.processes
-        ids = list(map(id, procs))
-        found: list[str | None] = list(map(old_keys.get, ids))  # in C: no Python step a row
-        fresh: list[str] = []  # keys of the rows the engine made anew
-        if None in found:
-            for i in compress(count(), map(is_, found, repeat(None))):
-                key = found[i] = R.row_key(procs[i])
-                fresh.append(key)
-        keyed = cast(list[str], found)
-        self._rows = dict(zip(keyed, procs, strict=True))
-        self._keys = dict(zip(ids, keyed, strict=True))
-        rows = self._rows
+        before = self._snapshot.processes if self._snapshot is not None else ()
+        # The same processes as last tick, some with new numbers: what follows looks at those.
+        moved = self._same_places(before, procs) if len(procs) == len(before) else None
+        if moved is None:
+            self._take_all(procs)
         self._now_wall = snapshot.taken_at_wall
         self._snapshot = snapshot
         self._mig_gpus = frozenset(g.index for g in snapshot.gpus if g.mig_mode or g.mig_devices)
-        # The same processes as last tick, some with new numbers: what follows looks at those.
-        moved = (
-            [(old_rows[k], rows[k]) for k in fresh]
-            if len(rows) == len(old_rows) and all(k in old_rows for k in fresh)
-            else None
-        )
         if moved is None or any(
             (a.info.container is None) != (b.info.container is None) for a, b in moved
         ):
@@ -149,6 +136,34 @@ class ProcessTable(FramedLines, RowCursor, ScrollView, can_focus=True):
             self.tags &= self._rows.keys()  # tags of processes that are gone
             self.post_message(self.TagsChanged(len(self.tags)))
         self._sync(moved=moved)
+
+    def _same_places(
+        self, before: tuple[ProcessRow, ...], procs: tuple[ProcessRow, ...]
+    ) -> list[tuple[ProcessRow, ProcessRow]] | None:
+        """When each row made anew stands where the same process stood (the engine keeps its
+        order), take them and say which (old, new); else None. Looks only at those rows: 5,000
+        a tick at thousands of idle workers, a few hundred of them new (issue 17)."""
+        moved = [(before[i], procs[i]) for i in compress(count(), map(is_not, before, procs))]
+        if not all(a.pid == b.pid and a.info.create_time == b.info.create_time for a, b in moved):
+            return None
+        keys, rows = self._keys, self._rows
+        for a, b in moved:
+            # The old rows are alive until this returns: their ids are theirs.
+            key = keys.pop(id(a), None) or R.row_key(b)
+            keys[id(b)] = key
+            rows[key] = b
+        return moved
+
+    def _take_all(self, procs: tuple[ProcessRow, ...]) -> None:
+        """Key every row; a row the engine kept from the last tick keeps its key."""
+        ids = list(map(id, procs))
+        found: list[str | None] = list(map(self._keys.get, ids))  # in C: no Python step a row
+        if None in found:
+            for i in compress(count(), map(is_, found, repeat(None))):
+                found[i] = R.row_key(procs[i])
+        keyed = cast(list[str], found)
+        self._rows = dict(zip(keyed, procs, strict=True))
+        self._keys = dict(zip(ids, keyed, strict=True))
 
     def set_view(self, view: R.TableView) -> None:
         """Show the rows through another view (sort, filter, tree...).

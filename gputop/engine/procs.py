@@ -314,7 +314,10 @@ class ProcReader:
         first). Past ``STATS_PER_CALL`` processes, known ones are read in turn too, each at least
         every ``ceil(len(pids) / STATS_PER_CALL)`` calls (5 at 5,000 processes); past
         ``IDLE_STATS_PER_CALL``, those idle at their last reading every ``ceil(len(pids) /
-        IDLE_STATS_PER_CALL)`` calls (20 at 5,000).
+        IDLE_STATS_PER_CALL)`` calls (20 at 5,000). Given the very list object of the last call
+        again (not changed in place: the sampler's own, while no process came or went), only the
+        PIDs whose turn it is are looked at, and ``changed`` names those whose answer is a new
+        object (None after a call that looked at every PID).
         """
         with self._lock:
             self._refreshes_left = REFRESHES_PER_CALL

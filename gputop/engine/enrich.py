@@ -91,8 +91,7 @@ def unattributed_tolerance_bytes(gpu: GpuSample) -> int:
 
 def attributed_memory_bytes(gpu: GpuSample) -> int:
     """GPU memory the listed processes account for (unknown amounts count as 0)."""
-    # filter(None) drops the unknown amounts (and zeros): read in C, 5,000 entries a tick.
-    return sum(filter(None, map(_used_of, gpu.processes)))
+    return _used_sum(gpu.processes)
 
 
 def unattributed_memory(gpus: Iterable[GpuSample]) -> tuple[tuple[int, int], ...]:
@@ -326,7 +325,7 @@ class RowMemo:
                 )
                 touched.add(pid)
         for pid in touched:
-            used[pid] = sum(filter(None, map(_used_of, listed[pid])))
+            used[pid] = _used_sum(listed[pid])
         self._lists = tuple((g.index, g.processes) for g in gpus)
         return touched
 
@@ -398,6 +397,11 @@ def _found(holders: HolderScan | None) -> tuple[object, ...] | None:
     if holders is None:
         return None
     return (holders.holders, holders.checked, holders.unreadable)
+
+
+def _used_sum(entries: Iterable[GpuProcess]) -> int:
+    """The entries' GPU memory, unknown amounts counted as 0 (read in C: 5,000 a tick)."""
+    return sum(filter(None, map(_used_of, entries)))  # filter(None) drops None (and zeros)
 
 
 _pid_of = attrgetter("pid")

@@ -83,41 +83,30 @@ class History:
             # The same processes in the same places, some rows made anew (a quiet tick): only
             # those are looked at. The last rows are alive: no id is reused among them.
             places = list(compress(count(), map(is_not, before, rows)))
-            if all(_same_process(before[i], rows[i]) for i in places):
+            if all(before[i].identity == rows[i].identity for i in places):
                 by_id, peaks = self._by_id, self._proc_peaks
                 for i in places:
                     row = rows[i]
                     del by_id[id(before[i])]
                     by_id[id(row)] = row
-                    used = row.used_memory_bytes
-                    if used is not None:
-                        key = (row.pid, row.info.create_time)
-                        peak = peaks.get(key)
-                        if peak is None or used > peak:
-                            peaks[key] = used
+                    _raise_peak(peaks, row.identity, row.used_memory_bytes)
                 self._rows = rows
                 return
         now = dict(zip(map(id, rows), rows, strict=True))  # the last rows are alive: no id reused
         last = self._by_id
         seen, peaks, tick = self._proc_seen, self._proc_peaks, self._count
         for gone in last.keys() - now.keys():
-            row = last[gone]
-            seen[(row.pid, row.info.create_time)] = tick - 1
+            seen[last[gone].identity] = tick - 1
         for new in now.keys() - last.keys():
             row = now[new]
-            key = (row.pid, row.info.create_time)
-            seen[key] = tick
-            used = row.used_memory_bytes
-            if used is not None:
-                peak = peaks.get(key)
-                if peak is None or used > peak:
-                    peaks[key] = used
+            seen[row.identity] = tick
+            _raise_peak(peaks, row.identity, row.used_memory_bytes)
         self._rows, self._by_id = rows, now
 
     def _forget_old_processes(self) -> None:
         horizon = self._count - self.maxlen
         # A process listed all along was noted when its row was last new: it stays.
-        present = {(row.pid, row.info.create_time) for row in self._rows}
+        present = {row.identity for row in self._rows}
         for key in [
             k for k, seen in self._proc_seen.items() if seen <= horizon and k not in present
         ]:
@@ -188,5 +177,8 @@ class History:
             return len(self._proc_seen)
 
 
-def _same_process(a: ProcessRow, b: ProcessRow) -> bool:
-    return a.pid == b.pid and a.info.create_time == b.info.create_time
+def _raise_peak(peaks: dict[ProcKey, int], key: ProcKey, used: int | None) -> None:
+    if used is not None:
+        peak = peaks.get(key)
+        if peak is None or used > peak:
+            peaks[key] = used

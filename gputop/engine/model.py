@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from operator import attrgetter
 
 # NVML's clocks event (throttle) reason bits, by the names GpuSample.throttle_reasons uses.
 THROTTLE_REASON_BITS: dict[str, int] = {
@@ -103,6 +104,14 @@ class GpuProcess:
         """Where it runs, as the process table's GPU column shows it: ``"0"``, or ``"0/1"`` (GPU
         0, GPU instance 1) on a MIG device."""
         return device_label(self.gpu_index, self.gpu_instance_id)
+
+
+def listed_pids(gpus: Iterable[GpuSample]) -> set[int]:
+    """The PIDs the driver lists on these GPUs (gathered in C: 5,000 a tick at most)."""
+    return set().union(*(map(_pid_of, gpu.processes) for gpu in gpus))
+
+
+_pid_of = attrgetter("pid")
 
 
 def device_label(gpu_index: int, gpu_instance_id: int | None = None) -> str:
@@ -328,6 +337,11 @@ class ProcessRow:
     memory_util_percent: int | None = None
     device_files: tuple[str, ...] = ()  # /dev/nvidia* it holds open, where known
     parent_note: str | None = None  # e.g. "parent 1234 (python) is not reaping it"
+
+    @property
+    def identity(self) -> tuple[int, float | None]:
+        """(PID, create time): a reused PID is another process."""
+        return (self.pid, self.info.create_time)
 
     @property
     def state(self) -> ProcState:

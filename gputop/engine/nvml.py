@@ -38,6 +38,7 @@ from gputop.engine.model import (
     Snapshot,
     SystemInfo,
     Unavailable,
+    listed_pids,
 )
 from gputop.engine.probes import TYPED, Probe
 from gputop.engine.sanitize import clean, clean_optional
@@ -190,11 +191,7 @@ class NvmlSource:
         self._light_buffers = _ListBuffers()  # pid_memory's: it may run beside a snapshot
         # listed PID -> the driver's name for it when this namespace cannot see it, else None
         self._foreign_names: dict[int, str | None] = {}
-        # Per GPU: its process entries of the last snapshot by their readings, and their tuple.
-        # An entry whose readings are the same is that object again (and the tuple, when all
-        # are): at thousands of inference workers most are (issue 17), and the pipe to gputop
-        # then carries only what changed (gputop.engine.process_delta).
-        self._lists: dict[int, _GpuList] = {}
+        self._lists: dict[int, _GpuList] = {}  # per GPU: its last process entries
         self._lists_moved = True  # a GPU's processes may have changed since the last prune
         self._prunes = 0
         # The snapshot's parsed process lists by their bytes, and the last snapshot's: a list
@@ -364,8 +361,7 @@ class NvmlSource:
         self._prunes += 1
         if self._foreign_names and (self._lists_moved or self._prunes % 60 == 0):
             self._lists_moved = False
-            listed = set().union(*(map(_pid_of, g.processes) for g in gpus))
-            for pid in self._foreign_names.keys() - listed:
+            for pid in self._foreign_names.keys() - listed_pids(gpus):
                 del self._foreign_names[pid]
         return Snapshot(
             seq=seq,
@@ -665,12 +661,13 @@ class NvmlSource:
                     return [], exc.value
                 raise
             self._proc_api = api
+            if buffers is not None:  # pid_memory's light read, beside a snapshot: no reuse
+                return _parse_list(result, struct), None
             key = (api, result)
-            parsed = self._parsed_before.get(key) if buffers is None else None
+            parsed = self._parsed_before.get(key)
             if parsed is None:
                 parsed = _parse_list(result, struct)
-            if buffers is None:
-                self._parsed[key] = parsed
+            self._parsed[key] = parsed
             return parsed, None
         return [], pynvml.NVML_ERROR_FUNCTION_NOT_FOUND
 
@@ -684,7 +681,6 @@ class NvmlSource:
 
 
 _UNKNOWN_UTIL = (None, None)
-_pid_of = operator.attrgetter("pid")
 _PID, _STAMP, _SM_MEM = operator.itemgetter(0), operator.itemgetter(1), operator.itemgetter(2, 3)
 
 

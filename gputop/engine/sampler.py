@@ -24,21 +24,19 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from operator import attrgetter
 
 from gputop.engine.enrich import RowMemo
 from gputop.engine.enrich import enrich as enrich_snapshot
 from gputop.engine.history import HISTORY_TICKS, History
 from gputop.engine.holder_watch import HolderWatch
 from gputop.engine.holders import HolderScan, scan_holders
-from gputop.engine.model import Snapshot, SystemInfo
+from gputop.engine.model import Snapshot, SystemInfo, listed_pids
 from gputop.engine.procs import ProcReader
 from gputop.engine.sanitize import clean
 from gputop.engine.source import Source
 
 log = logging.getLogger(__name__)
 
-_pid_of = attrgetter("pid")
 _WAIT_FRACTION = 0.8  # of the interval: how long a tick waits for the driver before going stale
 
 
@@ -270,8 +268,7 @@ class Sampler:
             asked, self._asked = self._asked, None
         if asked is not None:
             return asked
-        listed = set().union(*(map(_pid_of, gpu.processes) for gpu in fresh.gpus))
-        scan = self._watch.tick(self._interval_s, listed)
+        scan = self._watch.tick(self._interval_s, listed_pids(fresh.gpus))
         with self._lock:
             self._holders = scan
         if scan.note and not self._holder_note_logged:

@@ -114,8 +114,7 @@ class ProcessTable(FramedLines, RowCursor, ScrollView, can_focus=True):
     def update_snapshot(self, snapshot: Snapshot) -> None:
         """Take the processes of a new snapshot and repaint what changed."""
         # A row the engine kept from the last tick (most of them at thousands of idle workers)
-        # keeps its key: formatting 5,000 keys is a third of this method (issue 17). The old
-        # rows are alive until the assignment below, so their ids are theirs.
+        # keeps its key: formatting 5,000 keys is a third of this method (issue 17).
         procs = snapshot.processes
         before = self._snapshot.processes if self._snapshot is not None else ()
         # The same processes as last tick, some with new numbers: what follows looks at those.
@@ -144,7 +143,7 @@ class ProcessTable(FramedLines, RowCursor, ScrollView, can_focus=True):
         order), take them and say which (old, new); else None. Looks only at those rows: 5,000
         a tick at thousands of idle workers, a few hundred of them new (issue 17)."""
         moved = [(before[i], procs[i]) for i in compress(count(), map(is_not, before, procs))]
-        if not all(a.pid == b.pid and a.info.create_time == b.info.create_time for a, b in moved):
+        if not all(a.identity == b.identity for a, b in moved):
             return None
         keys, rows = self._keys, self._rows
         for a, b in moved:

@@ -141,7 +141,7 @@ def _process_lines(row: ProcessRow) -> list[str]:
         lines.append(f"      holds {', '.join(row.device_files)}")
     if row.parent_note:
         lines.append(f"      {row.parent_note}")
-    if info.note and info.visible:
+    if info.note and (info.visible or row.state is ProcState.EXITED):
         lines.append(f"      note: {info.note}")
     return lines
 
@@ -169,6 +169,10 @@ def diagnose(snapshot: Snapshot, holders: HolderScan | None = None) -> Diagnosis
     out.extend(_section("Stuck processes", stuck, with_fix=True))
     out.extend(
         _section("Workers forked from active GPU processes (released when they exit)", workers)
+    )
+    exited = [r for r in snapshot.processes if r.state is ProcState.EXITED]
+    out.extend(
+        _section("Exited, yet still listed by the driver (its memory not yet freed)", exited)
     )
     on_lost = [r for r in snapshot.processes if r.state is ProcState.ON_LOST_GPU]
     out.extend(_section("On a lost GPU (not counted as stuck: reboot to recover the GPU)", on_lost))

@@ -11,6 +11,7 @@ ever asked: names come from the runtimes' own files where this user may read the
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -88,11 +89,24 @@ def parse_cgroup(text: str) -> Container | None:
 
 def container_of(pid: int | str, proc_root: str = "/proc") -> Container | None:
     """The container of one process from its /proc/PID/cgroup (None: none, or unreadable)."""
+    # os.read, not open(): half the cost, and this runs for every full reading of a process.
     try:
-        with open(f"{proc_root}/{pid}/cgroup", "rb") as f:
-            raw = f.read(65536)
+        fd = os.open(f"{proc_root}/{pid}/cgroup", os.O_RDONLY)
+    except (OSError, ValueError):
+        return None
+    try:
+        raw = os.read(fd, 65536)
     except OSError:
         return None
+    finally:
+        os.close(fd)
+    return _parsed_cgroup(raw)
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed_cgroup(raw: bytes) -> Container | None:
+    """parse_cgroup of a file's bytes, kept: a box's processes share a few cgroups (the
+    refreshes of 5,000 GPU processes parse the same text again and again: issue 17)."""
     return parse_cgroup(raw.decode("utf-8", "surrogateescape"))
 
 

@@ -35,6 +35,7 @@ from gputop.engine.model import (
     Snapshot,
 )
 from gputop.engine.ourselves import is_ourselves
+from gputop.engine.pidns import sees_driver_pids
 from gputop.engine.procs import (
     ProcReader,
     is_namespace_init,
@@ -452,7 +453,9 @@ def _build_row(
     verdict: _Verdict,
     contexts: list[GpuProcess],
     history: History | None,
+    last: ProcessRow | None = None,
 ) -> ProcessRow:
+    """The row of a verdict; ``last``: the row made for this PID the tick before, if any."""
     info = verdict.shown
     if info.name is None and (not info.visible or is_pending(info)):
         # Only the driver can name another namespace's process (as nvidia-smi does), and one
@@ -481,12 +484,18 @@ def _build_row(
             if p.memory_util_percent is not None and (mem is None or p.memory_util_percent > mem):
                 mem = p.memory_util_percent
         gpu_indices, kind = tuple(sorted(gpus)), _merge_type(types)
-    # Not `if history`: that is len(), a lock per row; an empty History has no peaks anyway.
-    peak = (
-        history.process_peak_memory_bytes(info.pid, info.create_time)
-        if history is not None
-        else None
-    )
+    peak = None
+    if history is not None:  # not `if history`: that is len(), a lock per row
+        if (
+            last is not None
+            and last.peak_memory_bytes is not None
+            and last.identity == (info.pid, info.create_time)
+        ):
+            # The same process's last row has its peak so far (History's, raised by that row's
+            # memory): no lookup under History's lock, a few hundred times a tick (issue 17).
+            peak = last.peak_memory_bytes
+        else:
+            peak = history.process_peak_memory_bytes(info.pid, info.create_time)
     if used is not None and (peak is None or used > peak):
         peak = used
     return ProcessRow(
@@ -681,7 +690,7 @@ def _row_of(
         # Nothing it is built from changed (the driver's entries are the last reading's
         # objects when equal: engine.process_delta), and neither can its peak: it is this row's.
         return verdict, before[1]
-    return verdict, _build_row(verdict, contexts, history)
+    return verdict, _build_row(verdict, contexts, history, before[1] if before else None)
 
 
 _NO_ROW: tuple[list[GpuProcess], ProcessRow | None] = ([], None)
@@ -718,6 +727,10 @@ def enrich(
     hidden = (
         memo.hidden if memo is not None else sum(1 for r in rows if r.state is ProcState.NAMESPACE)
     )
+    if hidden and not snapshot.system.simulated and _sees_driver_pids():
+        # The demo's stand-in PIDs exist nowhere and stand for another namespace's; a real
+        # driver's PID that gputop cannot see, seeing every host PID, has exited.
+        rows, hidden = _exited(rows), 0
     return replace(
         snapshot,
         processes=rows,
@@ -735,3 +748,43 @@ def enrich(
 @functools.cache
 def _own_container() -> Container | None:
     return own_container()  # it does not change while gputop runs
+
+
+@functools.cache
+def _sees_driver_pids() -> bool:
+    return sees_driver_pids()  # nor does its PID namespace
+
+
+EXITED_NOTE = "exited, yet the driver still lists it"
+# The exited rows made last, by PID: (the row and keepers each was made from, the row made), so
+# an unchanged one is the same object again (the table and history look only at new objects).
+_exited_rows: dict[int, tuple[ProcessRow, tuple[int, ...], ProcessRow]] = {}
+
+
+def _exited(rows: tuple[ProcessRow, ...]) -> tuple[ProcessRow, ...]:
+    """The rows with each not-visible PID shown as exited, and who keeps its memory: the
+    processes holding its GPUs' device files without a context of their own (those whose GPU
+    is not known too)."""
+    holders = [r for r in rows if ProcState.HOLDER in r.states]
+    made: dict[int, tuple[ProcessRow, tuple[int, ...], ProcessRow]] = {}
+    out = list(rows)
+    for i, row in enumerate(rows):
+        if row.state is not ProcState.NAMESPACE:
+            continue
+        gpus = set(row.gpu_indices)
+        keepers = tuple(
+            sorted(r.pid for r in holders if not r.gpu_indices or gpus.intersection(r.gpu_indices))
+        )
+        known = _exited_rows.get(row.pid)
+        if known is not None and known[0] is row and known[1] == keepers:
+            out[i] = known[2]
+        else:
+            note = EXITED_NOTE
+            if keepers:
+                pids = ", ".join(map(str, keepers[:5])) + (" …" if len(keepers) > 5 else "")
+                note += f"; its memory is freed when {pids} (holding the device files) exit"
+            out[i] = replace(row, info=replace(row.info, note=note), states=(ProcState.EXITED,))
+        made[row.pid] = (row, keepers, out[i])
+    _exited_rows.clear()
+    _exited_rows.update(made)
+    return tuple(out)

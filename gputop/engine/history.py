@@ -6,10 +6,10 @@ import operator
 import threading
 from collections import deque
 from collections.abc import Sequence
-from itertools import compress, count, islice
-from operator import is_not
+from itertools import compress, islice
+from operator import attrgetter, ne
 
-from gputop.engine.model import GpuState, ProcessRow, Snapshot
+from gputop.engine.model import GpuState, ProcessRow, Snapshot, same_places
 
 # GpuSample field names that History keeps a series of, in storage order.
 METRICS = (
@@ -78,20 +78,19 @@ class History:
     def _note_rows(self, rows: tuple[ProcessRow, ...]) -> None:
         """Peaks and last sightings from the rows that are not the last tick's objects: the
         sampler keeps an unchanged row (issue 17: 5,000 rows a tick, a few hundred new)."""
-        before = self._rows
-        if len(rows) == len(before):
-            # The same processes in the same places, some rows made anew (a quiet tick): only
-            # those are looked at. The last rows are alive: no id is reused among them.
-            places = list(compress(count(), map(is_not, before, rows)))
-            if all(before[i].identity == rows[i].identity for i in places):
-                by_id, peaks = self._by_id, self._proc_peaks
-                for i in places:
-                    row = rows[i]
-                    del by_id[id(before[i])]
-                    by_id[id(row)] = row
-                    _raise_peak(peaks, row.identity, row.used_memory_bytes)
-                self._rows = rows
-                return
+        same = same_places(self._rows, rows)
+        if same is not None:
+            # The same processes in the same places (a quiet tick): only the rows made anew are
+            # looked at. The last rows are alive: no id is reused among them.
+            olds, news = same
+            by_id, peaks = self._by_id, self._proc_peaks
+            deque(map(by_id.pop, map(id, olds)), maxlen=0)
+            by_id.update(zip(map(id, news), news, strict=True))
+            # A row's peak can rise only where its memory moved (the old row was noted).
+            for row in compress(news, map(ne, map(_used_of, olds), map(_used_of, news))):
+                _raise_peak(peaks, row.identity, row.used_memory_bytes)
+            self._rows = rows
+            return
         now = dict(zip(map(id, rows), rows, strict=True))  # the last rows are alive: no id reused
         last = self._by_id
         seen, peaks, tick = self._proc_seen, self._proc_peaks, self._count
@@ -175,6 +174,9 @@ class History:
         """How many processes have a remembered peak (bounded by recent activity)."""
         with self._lock:
             return len(self._proc_seen)
+
+
+_used_of = attrgetter("used_memory_bytes")
 
 
 def _raise_peak(peaks: dict[ProcKey, int], key: ProcKey, used: int | None) -> None:

@@ -577,7 +577,7 @@ class NvmlSource:
         else:
             merged = _merge(lists)
         utils = self._read_process_utilization(index, h) if merged else _NO_UTILS
-        if last is not None and merged is last.merged:
+        if last is not None and merged is last.merged and utils.absent == last.utils.absent:
             # Only the processes whose utilisation moved: a few hundred of 5,000 (issue 17).
             moved = utils.moved_since(last.utils)
             return last.moved(moved, utils) if moved else last.listed
@@ -585,9 +585,9 @@ class NvmlSource:
         by_key = last.by_key if last is not None else {}
         keys: list[tuple[Any, ...]] = []
         out: list[GpuProcess] = []
-        by_pid = utils.by_pid()
+        by_pid, absent = utils.by_pid(), utils.absent
         for pid, (ptype, used, gi, ci) in merged:
-            sm, mem = by_pid.get(pid, _UNKNOWN_UTIL)
+            sm, mem = by_pid.get(pid, absent)
             key = (pid, ptype, used, sm, mem, gi, ci)
             entry = by_key.get(key)
             if entry is None:
@@ -675,22 +675,43 @@ class NvmlSource:
         # The driver keeps per-process samples a few times a second; asking only for samples
         # newer than the last call gives nothing (NOT_FOUND) when snapshots come quickly, so
         # ask for a short window and take each process's newest sample.
+        # The driver gives a sample only for a process busy within the window (NVML's
+        # reference: "that had some non-zero utilization"), and NOT_FOUND when none was: a
+        # listed process without one is idle (0 %), as nvitop shows it, not unknown.
         since = int((time.time() - self.PROCESS_UTIL_WINDOW_S) * 1_000_000)
-        samples = _read(self._buffers.process_utilization, h, since)
-        return _Utils.of(samples) if samples else _NO_UTILS
+        try:
+            samples = self._buffers.process_utilization(h, since)
+        except pynvml.NVMLError as exc:
+            if exc.value == pynvml.NVML_ERROR_NOT_FOUND:
+                return _IDLE_UTILS
+            if exc.value == pynvml.NVML_ERROR_GPU_IS_LOST:
+                raise _Lost from None
+            if exc.value in _FIELD_ERRORS:
+                return _NO_UTILS
+            raise
+        return _Utils.of(samples) if samples else _IDLE_UTILS
 
 
 _UNKNOWN_UTIL = (None, None)
+_IDLE_UTIL = (0, 0)
 _PID, _STAMP, _SM_MEM = operator.itemgetter(0), operator.itemgetter(1), operator.itemgetter(2, 3)
 
 
 class _Utils:
-    """A GPU's per-process utilisation samples, the newest of each process, as columns."""
+    """A GPU's per-process utilisation samples, the newest of each process, as columns;
+    ``absent`` is the reading of a process with none: idle (0, 0) when the driver answered,
+    unknown (None, None) when it could not."""
 
-    __slots__ = ("_by_pid", "mem", "pids", "sm")
+    __slots__ = ("_by_pid", "absent", "mem", "pids", "sm")
 
-    def __init__(self, pids: array[int], sm: array[int], mem: array[int]) -> None:
-        self.pids, self.sm, self.mem = pids, sm, mem
+    def __init__(
+        self,
+        pids: array[int],
+        sm: array[int],
+        mem: array[int],
+        absent: tuple[int, int] | tuple[None, None] = _IDLE_UTIL,
+    ) -> None:
+        self.pids, self.sm, self.mem, self.absent = pids, sm, mem, absent
         self._by_pid: dict[int, tuple[int, int]] | None = None
 
     @classmethod
@@ -726,11 +747,12 @@ class _Utils:
             places = set(compress(count(), map(operator.ne, self.sm, last.sm)))
             places.update(compress(count(), map(operator.ne, self.mem, last.mem)))
             return {pids[j]: (self.sm[j], self.mem[j]) for j in places}
-        now, before = self.by_pid(), last.by_pid()
-        return {pid: now.get(pid, _UNKNOWN_UTIL) for pid, _ in now.items() ^ before.items()}
+        now, before, absent = self.by_pid(), last.by_pid(), self.absent
+        return {pid: now.get(pid, absent) for pid, _ in now.items() ^ before.items()}
 
 
-_NO_UTILS = _Utils(array("I"), array("I"), array("I"))
+_NO_UTILS = _Utils(array("I"), array("I"), array("I"), _UNKNOWN_UTIL)  # not supported, denied
+_IDLE_UTILS = _Utils(array("I"), array("I"), array("I"))  # NOT_FOUND: no process was busy
 # (type, used bytes, GPU instance id, compute instance id) of a PID's contexts on one GPU
 _Merged = tuple[ProcessType, int | None, int | None, int | None]
 

@@ -559,6 +559,9 @@ class ProcReader:
             self._forget_locked(known.key)
             return None
         self.full_reads += 1
+        if info == known.info:
+            # Unchanged (nearly always): the same object tells the sampler the row is as well.
+            info = known.info
         known.info, known.full_at, known.light = info, now, False
         return info
 

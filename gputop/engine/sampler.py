@@ -30,7 +30,7 @@ from gputop.engine.enrich import enrich as enrich_snapshot
 from gputop.engine.history import HISTORY_TICKS, History
 from gputop.engine.holder_watch import HolderWatch
 from gputop.engine.holders import HolderScan, scan_holders
-from gputop.engine.model import Snapshot, SystemInfo, listed_pids
+from gputop.engine.model import GpuProcess, Snapshot, SystemInfo, listed_pids, same_pids
 from gputop.engine.procs import ProcReader
 from gputop.engine.sanitize import clean
 from gputop.engine.source import Source
@@ -134,6 +134,9 @@ class Sampler:
         self._holders: HolderScan | None = None
         # Made on first use: the source may not know its device folder yet.
         self._watch: HolderWatch | None = None
+        # The PIDs the driver listed and the lists they came from: the same set again while
+        # only readings change (5,000 PIDs gathered a tick otherwise: issue 17).
+        self._listed: tuple[tuple[tuple[GpuProcess, ...], ...], set[int]] = ((), set())
         self._asked: HolderScan | None = None  # a whole scan from scan_holders_now, not used yet
         self._holder_note_logged = False
         self._procs = ProcReader()
@@ -268,13 +271,21 @@ class Sampler:
             asked, self._asked = self._asked, None
         if asked is not None:
             return asked
-        scan = self._watch.tick(self._interval_s, listed_pids(fresh.gpus))
+        scan = self._watch.tick(self._interval_s, self._listed_pids(fresh))
         with self._lock:
             self._holders = scan
         if scan.note and not self._holder_note_logged:
             self._holder_note_logged = True
             log.info("holder scan: %s", scan.note)
         return scan
+
+    def _listed_pids(self, fresh: Snapshot) -> set[int]:
+        lists = tuple(gpu.processes for gpu in fresh.gpus)
+        last, pids = self._listed
+        if len(last) != len(lists) or not all(map(same_pids, last, lists)):
+            pids = listed_pids(fresh.gpus)
+        self._listed = (lists, pids)
+        return pids
 
     def _emit(self, snapshot: Snapshot) -> None:
         if self.on_snapshot is None:

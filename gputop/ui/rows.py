@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import operator
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from itertools import repeat
 
 from gputop import units
 from gputop.engine.model import ProcessRow, ProcessType, ProcInfo, ProcState
@@ -174,6 +175,19 @@ _SORT_VALUES: dict[Column, Callable[[ProcessRow, float], object]] = {
 }
 
 
+# The sort values that are a row's attribute, read in C (order_holds).
+_SORT_GETTERS: dict[Column, Callable[[ProcessRow], object]] = {
+    Column.PID: operator.attrgetter("pid"),
+    Column.USER: operator.attrgetter("info.user"),
+    Column.MEM: operator.attrgetter("used_memory_bytes"),
+    Column.PEAK: operator.attrgetter("peak_memory_bytes"),
+    Column.SM: operator.attrgetter("sm_util_percent"),
+    Column.CPU: operator.attrgetter("info.cpu_percent"),
+    Column.HOST: operator.attrgetter("info.host_rss_bytes"),
+}
+_STATES = operator.attrgetter("states")
+
+
 def sort_value(row: ProcessRow, column: Column, now_wall: float) -> tuple[int, object]:
     """A sort key for ``column``; unknown values always sort last-ish (before known ones)."""
     return _known(_SORT_VALUES[column](row, now_wall))
@@ -207,18 +221,27 @@ def matches(row: ProcessRow, view: TableView) -> bool:
     return needle in " ".join((box.name or "", box.id, box.pod or "", box.namespace or "")).lower()
 
 
-def order_holds(moved: Iterable[tuple[ProcessRow, ProcessRow]], view: TableView) -> bool:
-    """Whether :func:`ordered` would keep its order when each ``old`` row of ``moved`` becomes
-    its ``new`` one (the same process a tick later): every one keeps its sort value, stuck group
-    and filter verdict. Never under the runtime sort or in the tree, which move anyway."""
+def order_holds(olds: Sequence[ProcessRow], news: Sequence[ProcessRow], view: TableView) -> bool:
+    """Whether :func:`ordered` would keep its order when each row of ``olds`` becomes the one
+    of ``news`` in its place (the same process a tick later): every one keeps its sort value,
+    stuck group and filter verdict. Never under the runtime sort or in the tree, which move
+    anyway. Compared in C where it can be: a few hundred rows a tick (issue 17)."""
     if view.tree or view.sort is Column.TIME:
         return False
-    value, filtered = _SORT_VALUES[view.sort], view.filtered
-    return all(
-        value(old, 0.0) == value(new, 0.0)
-        and is_stuck(old) == is_stuck(new)
-        and (not filtered or matches(old, view) == matches(new, view))
-        for old, new in moved
+    value = _SORT_GETTERS.get(view.sort)
+    if value is not None:
+        same = list(map(value, olds)) == list(map(value, news))
+    else:
+        by = _SORT_VALUES[view.sort]
+        same = list(map(by, olds, repeat(0.0))) == list(map(by, news, repeat(0.0)))
+    if not same:
+        return False
+    if list(map(_STATES, olds)) != list(map(_STATES, news)) and list(map(is_stuck, olds)) != list(
+        map(is_stuck, news)
+    ):
+        return False
+    return not view.filtered or all(
+        matches(old, view) == matches(new, view) for old, new in zip(olds, news, strict=True)
     )
 
 

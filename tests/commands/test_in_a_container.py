@@ -56,6 +56,8 @@ def test_a_driver_pid_this_container_cannot_see_gets_the_note(
     listed = GpuProcess(pid=pid, gpu_index=0, type=ProcessType.COMPUTE, used_memory_bytes=1 << 30)
     snap = make_snapshot(gpus=(make_gpu(0, processes=(listed,)),))
     monkeypatch.setattr(enrich_module, "_own_container", lambda: Container("docker", ID))
+    # In its own PID namespace (on the host it would be shown as exited: tests/engine/test_exited).
+    monkeypatch.setattr(enrich_module, "_sees_driver_pids", lambda: False)
     got = enrich(snap)
     assert got.processes[0].state is ProcState.NAMESPACE
     assert got.processes[0].used_memory_bytes == 1 << 30  # still shown with its memory
@@ -73,6 +75,7 @@ def test_once_and_json_carry_the_note(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(enrich_module, "_own_container", lambda: Container("docker", ID))
+    monkeypatch.setattr(enrich_module, "_sees_driver_pids", lambda: False)  # its own PID namespace
     real_enrich = enrich_module.enrich
 
     def as_on_a_real_box(snapshot, **kwargs):  # type: ignore[no-untyped-def]

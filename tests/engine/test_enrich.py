@@ -11,6 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from gputop.engine import enrich as enrich_module
 from gputop.engine import procs
 from gputop.engine.enrich import (
     SUSPECT_NOTE,
@@ -166,8 +167,10 @@ def test_stopped_process(spawner: Spawner, dev_dir: Path) -> None:
     os.kill(proc.pid, signal.SIGCONT)
 
 
-def test_pid_in_another_namespace_keeps_its_memory() -> None:
+def test_pid_in_another_namespace_keeps_its_memory(monkeypatch: pytest.MonkeyPatch) -> None:
     unseen = 2**22 + 17  # above the largest possible pid_max: never a PID here
+    # gputop in a PID namespace of its own (seeing every host PID, it would call it exited)
+    monkeypatch.setattr(enrich_module, "_sees_driver_pids", lambda: False)
     row = _row(enrich(_driver_snapshot(unseen, used_mib=5000)), unseen)
     assert row.states == (N,)
     assert row.used_memory_bytes == 5000 * MiB

@@ -191,12 +191,64 @@ def test_processes_come_and_go_with_time(sim_source: Any, sim_clock: Any) -> Non
     assert pids == [[1], [1, 2], [2]]
 
 
+def _utils(source: Any) -> dict[int, tuple[int | None, int | None]]:
+    return {
+        p.pid: (p.sm_util_percent, p.memory_util_percent)
+        for p in source.snapshot().gpus[0].processes
+    }
+
+
 def test_process_utilization_samples(sim_source: Any) -> None:
-    procs = [{"pid": 5, "sm_util": 42, "mem_util": 17}, {"pid": 6}]
+    procs = [{"pid": 5, "sm_util": 42, "mem_util": 17}, {"pid": 6}, {"pid": 7, "sm_util": 0}]
     source, _ = sim_source(one_gpu(processes=procs))
-    by_pid = {p.pid: p for p in source.snapshot().gpus[0].processes}
-    assert (by_pid[5].sm_util_percent, by_pid[5].memory_util_percent) == (42, 17)
-    assert by_pid[6].sm_util_percent is None
+    # The driver samples only processes that were busy (NVML's reference): the idle ones have
+    # none, and read as idle, not unknown.
+    samples = pynvml.nvmlDeviceGetProcessUtilization(pynvml.nvmlDeviceGetHandleByIndex(0), 0)
+    assert [s.pid for s in samples] == [5]
+    assert _utils(source) == {5: (42, 17), 6: (0, 0), 7: (0, 0)}
+
+
+def test_no_process_busy_reads_idle_and_unsupported_reads_unknown(sim_source: Any) -> None:
+    idle = [{"pid": 5, "sm_util": 0}, {"pid": 6}]
+    source, _ = sim_source(one_gpu(processes=idle))
+    handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+    with pytest.raises(pynvml.NVMLError_NotFound):
+        pynvml.nvmlDeviceGetProcessUtilization(handle, 0)
+    assert _utils(source) == {5: (0, 0), 6: (0, 0)}
+    busy = [{"pid": 5, "sm_util": 30}]
+    unsupported = one_gpu(processes=busy, unsupported=["nvmlDeviceGetProcessUtilization"])
+    source, _ = sim_source(unsupported)
+    assert _utils(source) == {5: (None, None)}
+
+
+def test_a_process_going_idle_and_busy_again(sim_source: Any, sim_clock: Any) -> None:
+    # Its sample goes and comes back while the list stands: the quick path (only the
+    # processes whose samples moved) must see it either way, and the whole GPU going idle.
+    procs = [
+        {"pid": 5, "sm_util": {"base": 30, "step_at": 5, "step_to": 0}},
+        {"pid": 6, "sm_util": {"base": 0, "step_at": 5, "step_to": 40}},
+        {"pid": 7, "sm_util": {"base": 20, "until": 10, "after": 0}},
+    ]
+    source, _ = sim_source(one_gpu(processes=procs))
+    seen = []
+    for t in (0, 1, 6, 7, 11, 12):
+        sim_clock.set(t)
+        seen.append({pid: sm for pid, (sm, _) in _utils(source).items()})
+    assert seen == [
+        {5: 30, 6: 0, 7: 20},
+        {5: 30, 6: 0, 7: 20},
+        {5: 0, 6: 40, 7: 20},
+        {5: 0, 6: 40, 7: 20},
+        {5: 0, 6: 40, 7: 0},
+        {5: 0, 6: 40, 7: 0},
+    ]
+    sim_clock.set(0)
+    source, _ = sim_source(
+        one_gpu(processes=[{"pid": 5, "sm_util": {"base": 0, "step_at": 5, "step_to": 9}}])
+    )
+    assert _utils(source) == {5: (0, 0)}  # NOT_FOUND: none busy
+    sim_clock.set(6)
+    assert _utils(source) == {5: (9, 0)}
 
 
 def test_process_lists_take_one_driver_call_each(sim_source: Any) -> None:

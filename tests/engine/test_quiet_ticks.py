@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import signal
 from collections.abc import Collection
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from gputop.engine.holders import HolderScan
 from gputop.engine.model import GpuProcess, GpuSample, ProcessRow, ProcessType, ProcInfo
 from gputop.engine.procs import ProcReader
 from tests.engine.spawn import HOLD, Spawner, wait_until
-from tests.fakes import make_gpu
+from tests.fakes import make_gpu, make_snapshot
 
 IDLE = "import time; print('ready', flush=True); time.sleep(120)"
 MiB = 1 << 20
@@ -113,6 +114,8 @@ class _Sampler:
             gpus, holders=self.scan, history=self.history, reader=_Given(self.reader.last)
         )
         assert rows == whole
+        # As the sampler does: History notes each tick's rows (their peaks) before the next.
+        self.history.append(replace(make_snapshot(gpus=gpus), processes=rows))
         return rows
 
     def settle(self, box: _Box) -> tuple[ProcessRow, ...]:

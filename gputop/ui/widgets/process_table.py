@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from itertools import compress, count, repeat
-from operator import is_, is_not
+from operator import attrgetter, is_, is_not
 from typing import cast
 
 from rich.style import Style
@@ -32,7 +32,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from gputop.engine.model import ProcessRow, Snapshot
+from gputop.engine.model import ProcessRow, Snapshot, same_places
 from gputop.ui import rows as R
 from gputop.ui.paint.bare_strip import bare_strip
 from gputop.ui.paint.framed_lines import FramedLines
@@ -118,14 +118,16 @@ class ProcessTable(FramedLines, RowCursor, ScrollView, can_focus=True):
         procs = snapshot.processes
         before = self._snapshot.processes if self._snapshot is not None else ()
         # The same processes as last tick, some with new numbers: what follows looks at those.
-        moved = self._same_places(before, procs) if len(procs) == len(before) else None
+        moved = same_places(before, procs)
         if moved is None:
             self._take_all(procs)
+        else:
+            self._take_moved(*moved)
         self._now_wall = snapshot.taken_at_wall
         self._snapshot = snapshot
         self._mig_gpus = frozenset(g.index for g in snapshot.gpus if g.mig_mode or g.mig_devices)
         if moved is None or any(
-            (a.info.container is None) != (b.info.container is None) for a, b in moved
+            map(is_not, map(_container_of, moved[0]), map(_container_of, moved[1]))
         ):
             containers = R.any_container(snapshot.processes)
             if containers != self.containers:  # the column comes or goes with the next fit
@@ -136,22 +138,18 @@ class ProcessTable(FramedLines, RowCursor, ScrollView, can_focus=True):
             self.post_message(self.TagsChanged(len(self.tags)))
         self._sync(moved=moved)
 
-    def _same_places(
-        self, before: tuple[ProcessRow, ...], procs: tuple[ProcessRow, ...]
-    ) -> list[tuple[ProcessRow, ProcessRow]] | None:
-        """When each row made anew stands where the same process stood (the engine keeps its
-        order), take them and say which (old, new); else None. Looks only at those rows: 5,000
-        a tick at thousands of idle workers, a few hundred of them new (issue 17)."""
-        moved = [(before[i], procs[i]) for i in compress(count(), map(is_not, before, procs))]
-        if not all(a.identity == b.identity for a, b in moved):
-            return None
-        keys, rows = self._keys, self._rows
-        for a, b in moved:
-            # The old rows are alive until this returns: their ids are theirs.
-            key = keys.pop(id(a), None) or R.row_key(b)
-            keys[id(b)] = key
-            rows[key] = b
-        return moved
+    def _take_moved(self, olds: list[ProcessRow], news: list[ProcessRow]) -> None:
+        """Key the rows made anew (``news``, in the places of ``olds``): each takes the key of
+        the row it replaces. In C: a few hundred a tick at thousands of idle workers (issue 17)."""
+        keys = self._keys
+        # The old rows are alive until this returns: their ids are theirs.
+        found: list[str | None] = list(map(keys.pop, map(id, olds), repeat(None)))
+        if None in found:
+            for i in compress(count(), map(is_, found, repeat(None))):
+                found[i] = R.row_key(news[i])
+        keyed = cast(list[str], found)
+        keys.update(zip(map(id, news), keyed, strict=True))
+        self._rows.update(zip(keyed, news, strict=True))
 
     def _take_all(self, procs: tuple[ProcessRow, ...]) -> None:
         """Key every row; a row the engine kept from the last tick keeps its key."""
@@ -269,14 +267,17 @@ class ProcessTable(FramedLines, RowCursor, ScrollView, can_focus=True):
 
     # -- diff and paint -----------------------------------------------------------------
     def _sync(
-        self, *, full: bool = False, moved: list[tuple[ProcessRow, ProcessRow]] | None = None
+        self,
+        *,
+        full: bool = False,
+        moved: tuple[list[ProcessRow], list[ProcessRow]] | None = None,
     ) -> None:
-        """Order, format and repaint. ``moved``: the same processes as before, these rows
-        (old, new) made anew; when every one stands where it stood, the order is kept without a
-        sort (at thousands of processes, most ticks: issue 17)."""
+        """Order, format and repaint. ``moved``: the same processes as before, these rows (old,
+        new) made anew; when every one stands where it stood, the order is kept without a sort
+        (at thousands of processes, most ticks: issue 17)."""
         keep = self.current_key
         view = self.view
-        if moved is not None and R.order_holds(moved, view):
+        if moved is not None and R.order_holds(*moved, view):
             order = self._order
         else:
             wanted = R.ordered(self._rows.values(), view, self._now_wall)
@@ -469,4 +470,5 @@ class ProcessTable(FramedLines, RowCursor, ScrollView, can_focus=True):
 
 
 _ALL = tuple(R.Column)
+_container_of = attrgetter("info.container")
 _POSITION = {c: i for i, c in enumerate(R.Column)}

@@ -23,6 +23,7 @@ import psutil
 from gputop.engine.containers import hidden_pids_note, own_container
 from gputop.engine.history import History
 from gputop.engine.holders import DAEMON_NAMES, HolderScan, held_by
+from gputop.engine.maker import slot_maker
 from gputop.engine.model import (
     Container,
     GpuProcess,
@@ -498,7 +499,7 @@ def _build_row(
             peak = history.process_peak_memory_bytes(info.pid, info.create_time)
     if used is not None and (peak is None or used > peak):
         peak = used
-    return ProcessRow(
+    return _make_row(
         pid=info.pid,
         info=info,
         states=verdict.states,
@@ -511,6 +512,9 @@ def _build_row(
         device_files=verdict.device_files,
         parent_note=verdict.note,
     )
+
+
+_make_row = slot_maker(ProcessRow)  # a few hundred rows a tick at thousands of processes
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 import pynvml
 
 from gputop.engine.cuda_index import DeviceKey, MigKey, cuda_index_map, cuda_mig_index_map
+from gputop.engine.maker import slot_maker
 from gputop.engine.model import (
     THROTTLE_REASON_BITS,
     GpuCounters,
@@ -170,6 +171,11 @@ class NvmlSource:
     """Reads complete Snapshots from NVML (real or simulated). Thread-safe for one reader."""
 
     PROCESS_UTIL_WINDOW_S = 5.0
+    # Per-process utilisation read for at most about this many listed processes a snapshot:
+    # past it, GPUs take turns (every other snapshot at 5,000, every 4th at 10,000), as each
+    # new SM % is a new entry and a new row all the way to the screen (issue 17). A GPU whose
+    # process list changed is read at once. nvitop refreshes its process list every 2 s.
+    PROCESS_UTIL_PER_SNAPSHOT = 2500
     _asked: _Asked | None = None  # readings a query asked for (request_probes)
 
     def __init__(
@@ -194,6 +200,7 @@ class NvmlSource:
         self._lists: dict[int, _GpuList] = {}  # per GPU: its last process entries
         self._lists_moved = True  # a GPU's processes may have changed since the last prune
         self._prunes = 0
+        self._util_turns = 1  # per-process utilisation of a GPU every this many snapshots
         # The snapshot's parsed process lists by their bytes, and the last snapshot's: a list
         # the driver gives byte for byte again is the same parsed list (and so, above, the
         # same entries), found without a step per entry.
@@ -356,6 +363,8 @@ class NvmlSource:
         if reader is not None:
             reader.ticks += 1
         gpus = tuple(read)
+        listed = sum(len(gpu.processes) for gpu in gpus)
+        self._util_turns = max(1, -(-listed // self.PROCESS_UTIL_PER_SNAPSHOT))
         # Forget PIDs no longer listed (a PID number is reused): looked at when a list's
         # processes may have changed, or now and then (a GPU lost with its list, say).
         self._prunes += 1
@@ -576,6 +585,8 @@ class NvmlSource:
             merged = last.merged  # the same contexts and memory as the last snapshot
         else:
             merged = _merge(lists)
+        if last is not None and merged is last.merged and (self._seq + index) % self._util_turns:
+            return last.listed  # the same contexts, and not this GPU's turn for utilisation
         utils = self._read_process_utilization(index, h) if merged else _NO_UTILS
         if last is not None and merged is last.merged and utils.absent == last.utils.absent:
             # Only the processes whose utilisation moved: a few hundred of 5,000 (issue 17).
@@ -796,7 +807,7 @@ def _merge(lists: tuple[list[_Listed], ...]) -> list[tuple[int, _Merged]]:
 
 def _entry(index: int, key: tuple[Any, ...], driver_name: str | None) -> GpuProcess:
     pid, ptype, used, sm, mem, gi, ci = key
-    return GpuProcess(
+    return _make_entry(
         pid=pid,
         gpu_index=index,
         type=ptype,
@@ -807,6 +818,9 @@ def _entry(index: int, key: tuple[Any, ...], driver_name: str | None) -> GpuProc
         gpu_instance_id=gi,
         compute_instance_id=ci,
     )
+
+
+_make_entry = slot_maker(GpuProcess)  # a few hundred entries a tick at thousands of processes
 
 
 class _GpuList:

@@ -123,9 +123,10 @@ _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 # is read every time and forces a full reading at once.
 FULL_READ_EVERY_S = 5.0
 # Periodic full readings per read_many call (one a tick): 5,000 GPU processes are refreshed in
-# turn, each within about 200 ticks, not 1,000 a second. What they refresh (command line, user,
-# container) seldom changes but by exec(), which the name in /proc/PID/stat shows at once.
-REFRESHES_PER_CALL = 25
+# turn, each within about 500 ticks, not 1,000 a second; up to 50 processes still every 5 s.
+# What they refresh (command line, user, container) seldom changes but by exec(), which
+# changes the name in /proc/PID/stat, read at once (issue 17).
+REFRESHES_PER_CALL = 10
 # Processes read from /proc/PID/stat per read_many call; more are read in turn (issue 17).
 STATS_PER_CALL = 1000
 # ... and of those idle at their last reading (no CPU time since the one before): an idle
@@ -426,7 +427,7 @@ class ProcReader:
                 and (
                     now - known.full_at < self.full_every_s
                     # due, but this call's periodic full readings are spent (at thousands of
-                    # processes, nearly all are due: each is read in full every ~200 s)
+                    # processes, nearly all are due: each is read in full every ~500 s)
                     or (self._refreshes_left is not None and self._refreshes_left <= 0)
                 )
             ):

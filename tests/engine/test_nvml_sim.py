@@ -463,3 +463,44 @@ def test_list_buffers_stay_bounded_when_the_driver_always_wants_more() -> None:
             buffers.call_list(endless, None, _ProcessInfoV2)
         assert err.value.value == pynvml.NVML_ERROR_INSUFFICIENT_SIZE
     assert len(buffers._array(_ProcessInfoV2)) == _ListBuffers.MAX
+
+
+def test_past_the_allowance_gpus_take_turns_for_process_utilization(
+    sim_source: Any, sim_clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 4 listed processes against an allowance of 2 a snapshot: each GPU's utilisation every
+    # other snapshot, the two GPUs in turn; a GPU whose list changed is read at once.
+    monkeypatch.setattr(NvmlSource, "PROCESS_UTIL_PER_SNAPSHOT", 2)
+    stepping = {"base": 10, "step_at": 5, "step_to": 50}
+    gpus = [
+        {
+            "name": "NVIDIA Test GPU",
+            "processes": [{"pid": 10 + 10 * g + i, "sm_util": stepping} for i in range(2)],
+        }
+        for g in range(2)
+    ]
+    gpus[1]["processes"].append({"pid": 99, "start_s": 8, "sm_util": 70})
+    source, lib = sim_source({"name": "t", "gpu": gpus})
+    util_calls = "nvmlDeviceGetProcessUtilization"
+
+    def tick(t: float) -> tuple[list[int | None], list[int | None], int]:
+        sim_clock.set(t)
+        lib.calls.clear()
+        snap = source.snapshot()
+        sm = [[p.sm_util_percent for p in g.processes] for g in snap.gpus]
+        return sm[0], sm[1], lib.calls[util_calls]
+
+    assert tick(0) == ([10, 10], [10, 10], 2)  # the first snapshot reads every GPU
+    assert tick(1)[2] == 1  # then one GPU a snapshot
+    assert tick(2)[2] == 1
+    # The step at 5 s reaches each GPU on its turn, within one snapshot of the other.
+    seen = [tick(6), tick(7)]
+    assert [s[2] for s in seen] == [1, 1]
+    assert {tuple(seen[0][0]), tuple(seen[0][1])} == {(50, 50), (10, 10)}
+    assert seen[1][:2] == ([50, 50], [50, 50])
+    # A process comes on GPU 1: its list changed, so GPU 1 is read whatever its turn.
+    assert [tick(t)[1] for t in (8, 9)] == [[50, 50, 70]] * 2
+    # Within the allowance every GPU is read every snapshot.
+    monkeypatch.setattr(NvmlSource, "PROCESS_UTIL_PER_SNAPSHOT", 2500)
+    tick(10)
+    assert [tick(t)[2] for t in (11, 12)] == [2, 2]

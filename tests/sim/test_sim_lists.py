@@ -8,6 +8,7 @@ import pynvml
 import pytest
 
 from gputop import sim
+from gputop.errors import UsageError
 from gputop.sim import library
 from gputop.sim.scenario import Scenario
 
@@ -81,3 +82,39 @@ def test_a_wave_that_swings_below_zero_reads_as_a_driver_would(
     assert {sm for got in samples for _, sm, _ in got} >= {0, 5}
     assert all(0 <= sm <= 100 and 0 <= mem <= 100 for got in samples for _, sm, mem in got)
     assert max(mem for got in samples for _, _, mem in got) == 100
+
+
+def test_processes_with_the_same_reading_share_one_wave() -> None:
+    # Thousands of processes in a scenario have a few hundred distinct readings: each is made
+    # once per GPU (the same object), and a different one, or other bounds, is another wave.
+    procs = [
+        {"pid": 1, "sm_util": {"base": 5, "amp": 3, "period": 7}, "used_memory_mib": 200},
+        {"pid": 2, "sm_util": {"period": 7, "amp": 3, "base": 5}, "used_memory_mib": 200},
+        {"pid": 3, "sm_util": {"base": 6, "amp": 3, "period": 7}, "used_memory_mib": 200.0},
+        {"pid": 4, "sm_util": 0, "mem_util": 0, "used_memory_mib": 0},
+    ]
+    scenario = Scenario.from_dict({"name": "t", "gpu": [{"processes": procs}]})
+    p1, p2, p3, p4 = scenario.gpus[0].processes
+    assert p1.sm_util is p2.sm_util  # the same table, keys in any order
+    assert p1.sm_util is not p3.sm_util
+    assert (
+        p1.sm_util
+        == Scenario.from_dict({"name": "t", "gpu": [{"processes": procs[:1]}]})
+        .gpus[0]
+        .processes[0]
+        .sm_util
+    )
+    assert p1.used_memory_mib is p2.used_memory_mib
+    assert p3.used_memory_mib == p1.used_memory_mib  # 200.0 is 200, as a wave
+    # 0 as SM % and as memory % (both 0-100): one wave; as a size (no upper bound): another.
+    assert p4.sm_util is p4.mem_util
+    assert p4.used_memory_mib.hi is None and p4.sm_util is not None and p4.sm_util.hi == 100.0
+
+
+def test_a_bad_reading_is_refused_whatever_came_before() -> None:
+    good = {"pid": 1, "sm_util": {"base": 5}}
+    bad = {"pid": 2, "sm_util": {"base": 5, "wobble": 1}}
+    with pytest.raises(UsageError, match="unknown wave keys"):
+        Scenario.from_dict({"name": "t", "gpu": [{"processes": [good, bad]}]})
+    with pytest.raises(UsageError, match="expected a number or a wave table"):
+        Scenario.from_dict({"name": "t", "gpu": [{"processes": [good, {"pid": 3, "sm_util": []}]}]})

@@ -15,8 +15,8 @@ import functools
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from itertools import compress, count
-from operator import attrgetter, is_not
+from itertools import count
+from operator import attrgetter
 
 import psutil
 
@@ -34,6 +34,7 @@ from gputop.engine.model import (
     ProcInfo,
     ProcState,
     Snapshot,
+    made_anew,
 )
 from gputop.engine.ourselves import is_ourselves
 from gputop.engine.pidns import sees_driver_pids
@@ -235,6 +236,10 @@ class _Verdict:
     held: frozenset[int]  # GPUs whose device files it holds
 
 
+# PID -> (the row and keepers an exited row was made from, the exited row)
+_ExitedRows = dict[int, tuple[ProcessRow, tuple[int, ...], ProcessRow]]
+
+
 class RowMemo:
     """Each process's verdict from the last call, reused while its inputs are unchanged.
 
@@ -264,6 +269,9 @@ class RowMemo:
         self._pending = False  # a process was not read yet: the reader must be given all
         self._result: tuple[ProcessRow, ...] | None = None
         self._places: dict[int, int] | None = None  # PID -> place in _result, made when asked
+        # The exited rows made last, by PID: (the row and keepers each was made from, the row
+        # made), so an unchanged one is the same object again (see _exited).
+        self.exited: _ExitedRows = {}
 
     def _keep(
         self,
@@ -303,23 +311,22 @@ class RowMemo:
             or _found(holders) != self._found
         ):
             return None
-        moved: list[tuple[tuple[GpuProcess, ...], tuple[GpuProcess, ...], list[int]]] = []
+        moved: list[tuple[list[GpuProcess], list[GpuProcess]]] = []
         for gpu, (index, old) in zip(gpus, lists, strict=True):
             new = gpu.processes
             if new is old:
                 continue
-            if gpu.index != index or len(new) != len(old):
+            if gpu.index != index:
                 return None
             # Where the entry is the same object the PID is the same: look only at the others.
-            places = list(compress(count(), map(is_not, old, new)))
-            if any(old[i].pid != new[i].pid for i in places):
+            entries = made_anew(old, new, _pid_of)
+            if entries is None:
                 return None  # a process came or went
-            moved.append((old, new, places))
+            moved.append(entries)
         touched: set[int] = set()
         listed, used = self._listed, self._used
-        for old, new, places in moved:
-            for i in places:
-                was, now = old[i], new[i]
+        for olds, news in moved:
+            for was, now in zip(olds, news, strict=True):
                 pid = now.pid
                 contexts = listed[pid]
                 listed[pid] = (
@@ -734,7 +741,7 @@ def enrich(
     if hidden and not snapshot.system.simulated and _sees_driver_pids():
         # The demo's stand-in PIDs exist nowhere and stand for another namespace's; a real
         # driver's PID that gputop cannot see, seeing every host PID, has exited.
-        rows, hidden = _exited(rows), 0
+        rows, hidden = _exited(rows, memo.exited if memo is not None else {}), 0
     return replace(
         snapshot,
         processes=rows,
@@ -760,17 +767,15 @@ def _sees_driver_pids() -> bool:
 
 
 EXITED_NOTE = "exited, yet the driver still lists it"
-# The exited rows made last, by PID: (the row and keepers each was made from, the row made), so
-# an unchanged one is the same object again (the table and history look only at new objects).
-_exited_rows: dict[int, tuple[ProcessRow, tuple[int, ...], ProcessRow]] = {}
 
 
-def _exited(rows: tuple[ProcessRow, ...]) -> tuple[ProcessRow, ...]:
+def _exited(rows: tuple[ProcessRow, ...], last: _ExitedRows) -> tuple[ProcessRow, ...]:
     """The rows with each not-visible PID shown as exited, and who keeps its memory: the
     processes holding its GPUs' device files without a context of their own (those whose GPU
-    is not known too)."""
+    is not known too). ``last``: the exited rows made last time, replaced by this call's; an
+    unchanged one is the same object again (the table and History look only at new objects)."""
     holders = [r for r in rows if ProcState.HOLDER in r.states]
-    made: dict[int, tuple[ProcessRow, tuple[int, ...], ProcessRow]] = {}
+    made: _ExitedRows = {}
     out = list(rows)
     for i, row in enumerate(rows):
         if row.state is not ProcState.NAMESPACE:
@@ -779,7 +784,7 @@ def _exited(rows: tuple[ProcessRow, ...]) -> tuple[ProcessRow, ...]:
         keepers = tuple(
             sorted(r.pid for r in holders if not r.gpu_indices or gpus.intersection(r.gpu_indices))
         )
-        known = _exited_rows.get(row.pid)
+        known = last.get(row.pid)
         if known is not None and known[0] is row and known[1] == keepers:
             out[i] = known[2]
         else:
@@ -789,6 +794,6 @@ def _exited(rows: tuple[ProcessRow, ...]) -> tuple[ProcessRow, ...]:
                 note += f"; its memory is freed when {pids} (holding the device files) exit"
             out[i] = replace(row, info=replace(row.info, note=note), states=(ProcState.EXITED,))
         made[row.pid] = (row, keepers, out[i])
-    _exited_rows.clear()
-    _exited_rows.update(made)
+    last.clear()
+    last.update(made)
     return tuple(out)

@@ -6,11 +6,12 @@ Units are in the field names; ``None`` means the driver does not report the fiel
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from itertools import compress
 from operator import attrgetter, is_not
+from typing import TypeVar
 
 # NVML's clocks event (throttle) reason bits, by the names GpuSample.throttle_reasons uses.
 THROTTLE_REASON_BITS: dict[str, int] = {
@@ -115,15 +116,28 @@ def listed_pids(gpus: Iterable[GpuSample]) -> set[int]:
     return set().union(*(map(_pid_of, gpu.processes) for gpu in gpus))
 
 
+T = TypeVar("T")
+
+
+def made_anew(
+    before: Sequence[T], now: Sequence[T], key: Callable[[T], object]
+) -> tuple[list[T], list[T]] | None:
+    """The entries of ``now`` that are not the objects in the same places of ``before``, and
+    those they replace, in place order, when each has the same ``key`` as the one it replaces
+    (the same process: the engine keeps an unchanged entry, and the order); else None.
+    Found in C: 5,000 entries a tick, a few hundred of them new (issue 17)."""
+    if len(before) != len(now):
+        return None
+    differ = list(map(is_not, before, now))
+    olds, news = list(compress(before, differ)), list(compress(now, differ))
+    if list(map(key, olds)) != list(map(key, news)):
+        return None
+    return olds, news
+
+
 def same_pids(old: Sequence[GpuProcess], new: Sequence[GpuProcess]) -> bool:
-    """Whether two process lists name the same PIDs in the same places. Only entries that are
-    not the same objects are compared (the driver keeps an unchanged entry), all in C."""
-    if old is new:
-        return True
-    if len(old) != len(new):
-        return False
-    differ = list(map(is_not, old, new))
-    return list(map(_pid_of, compress(old, differ))) == list(map(_pid_of, compress(new, differ)))
+    """Whether two process lists name the same PIDs in the same places."""
+    return old is new or made_anew(old, new, _pid_of) is not None
 
 
 _pid_of = attrgetter("pid")
@@ -381,15 +395,8 @@ def same_places(
     before: Sequence[ProcessRow], rows: Sequence[ProcessRow]
 ) -> tuple[list[ProcessRow], list[ProcessRow]] | None:
     """When ``rows`` are the processes of ``before`` in the same places, some rows made anew
-    (the sampler keeps an unchanged one): those rows before and now, in place order; else None.
-    Found in C: 5,000 rows a tick, a few hundred of them new (issue 17)."""
-    if len(before) != len(rows):
-        return None
-    differ = list(map(is_not, before, rows))
-    olds, news = list(compress(before, differ)), list(compress(rows, differ))
-    if list(map(row_identity, olds)) != list(map(row_identity, news)):
-        return None
-    return olds, news
+    (the sampler keeps an unchanged one): those rows before and now, in place order; else None."""
+    return made_anew(before, rows, row_identity)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -158,24 +158,8 @@ def _runtime_s(row: ProcessRow, now_wall: float) -> float | None:
     return None if ct is None else max(0.0, now_wall - ct)
 
 
-_SORT_VALUES: dict[Column, Callable[[ProcessRow, float], object]] = {
-    Column.GPU: lambda r, _: r.gpu_indices[0] if r.gpu_indices else None,
-    Column.PID: lambda r, _: r.pid,
-    Column.USER: lambda r, _: r.info.user,
-    Column.CONTAINER: lambda r, _: _container_label(r),
-    Column.TYPE: lambda r, _: r.type.value if r.type else None,
-    Column.MEM: lambda r, _: r.used_memory_bytes,
-    Column.PEAK: lambda r, _: r.peak_memory_bytes,
-    Column.SM: lambda r, _: r.sm_util_percent,
-    Column.CPU: lambda r, _: r.info.cpu_percent,
-    Column.HOST: lambda r, _: r.info.host_rss_bytes,
-    Column.TIME: _runtime_s,
-    Column.STATE: lambda r, _: r.state.value,
-    Column.COMMAND: lambda r, _: r.info.command,
-}
-
-
-# The sort values that are a row's attribute, read in C (order_holds).
+# The sort values that are a row's attribute, read in C where many rows are compared
+# (order_holds).
 _SORT_GETTERS: dict[Column, Callable[[ProcessRow], object]] = {
     Column.PID: operator.attrgetter("pid"),
     Column.USER: operator.attrgetter("info.user"),
@@ -184,6 +168,21 @@ _SORT_GETTERS: dict[Column, Callable[[ProcessRow], object]] = {
     Column.SM: operator.attrgetter("sm_util_percent"),
     Column.CPU: operator.attrgetter("info.cpu_percent"),
     Column.HOST: operator.attrgetter("info.host_rss_bytes"),
+}
+
+
+def _at_any_time(get: Callable[[ProcessRow], object]) -> Callable[[ProcessRow, float], object]:
+    return lambda row, _: get(row)
+
+
+_SORT_VALUES: dict[Column, Callable[[ProcessRow, float], object]] = {
+    Column.GPU: lambda r, _: r.gpu_indices[0] if r.gpu_indices else None,
+    Column.CONTAINER: lambda r, _: _container_label(r),
+    Column.TYPE: lambda r, _: r.type.value if r.type else None,
+    Column.TIME: _runtime_s,
+    Column.STATE: lambda r, _: r.state.value,
+    Column.COMMAND: lambda r, _: r.info.command,
+    **{column: _at_any_time(get) for column, get in _SORT_GETTERS.items()},
 }
 _STATES = operator.attrgetter("states")
 

@@ -19,7 +19,7 @@ rows on a GPU in MIG mode look that up (Snapshot.device_labels); the others show
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import compress, count, repeat
 from operator import attrgetter, is_, is_not
@@ -143,22 +143,14 @@ class ProcessTable(FramedLines, RowCursor, ScrollView, can_focus=True):
         the row it replaces. In C: a few hundred a tick at thousands of idle workers (issue 17)."""
         keys = self._keys
         # The old rows are alive until this returns: their ids are theirs.
-        found: list[str | None] = list(map(keys.pop, map(id, olds), repeat(None)))
-        if None in found:
-            for i in compress(count(), map(is_, found, repeat(None))):
-                found[i] = R.row_key(news[i])
-        keyed = cast(list[str], found)
+        keyed = _with_keys(list(map(keys.pop, map(id, olds), repeat(None))), news)
         keys.update(zip(map(id, news), keyed, strict=True))
         self._rows.update(zip(keyed, news, strict=True))
 
     def _take_all(self, procs: tuple[ProcessRow, ...]) -> None:
         """Key every row; a row the engine kept from the last tick keeps its key."""
         ids = list(map(id, procs))
-        found: list[str | None] = list(map(self._keys.get, ids))  # in C: no Python step a row
-        if None in found:
-            for i in compress(count(), map(is_, found, repeat(None))):
-                found[i] = R.row_key(procs[i])
-        keyed = cast(list[str], found)
+        keyed = _with_keys(list(map(self._keys.get, ids)), procs)  # in C: no Python step a row
         self._rows = dict(zip(keyed, procs, strict=True))
         self._keys = dict(zip(ids, keyed, strict=True))
 
@@ -467,6 +459,14 @@ class ProcessTable(FramedLines, RowCursor, ScrollView, can_focus=True):
         if index == self.cursor:
             style += self._style("process-table--cursor")
         return style
+
+
+def _with_keys(found: list[str | None], rows: Sequence[ProcessRow]) -> list[str]:
+    """``found`` (the key each row had, None for a new one) with a key made for each new row."""
+    if None in found:
+        for i in compress(count(), map(is_, found, repeat(None))):
+            found[i] = R.row_key(rows[i])
+    return cast(list[str], found)
 
 
 _ALL = tuple(R.Column)

@@ -526,11 +526,14 @@ def memory_table(rows: Iterable[tuple[str, TrackReport]], first: str = "stage") 
                 ]
             )
         body.append(line)
-    widths = [max(len(c[i]) for c in [head, *body]) for i in range(len(head))]
+    # In terminal cells: a label may be CJK (two cells a character) in a notebook or a terminal.
+    from gputop import cells as C  # rich.cells: only when a table is drawn, not on import
+
+    widths = [max(C.cell_len(c[i]) for c in [head, *body]) for i in range(len(head))]
 
     def fmt(cells: list[str]) -> str:
-        first_cell = cells[0].ljust(widths[0])
-        rest = (c.rjust(w) for c, w in zip(cells[1:], widths[1:], strict=True))
+        first_cell = C.ljust(cells[0], widths[0])
+        rest = (C.rjust(c, w) for c, w in zip(cells[1:], widths[1:], strict=True))
         return "  ".join([first_cell, *rest]).rstrip()
 
     return "\n".join([fmt(head), *(fmt(b) for b in body)])

@@ -14,15 +14,25 @@ import os
 import signal
 import sys
 from collections.abc import Collection, Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from gputop.argtypes import INTERVAL_BOUNDS_HELP, add_timeout_argument, interval_seconds
 from gputop.engine.deadline import DEFAULT_TIMEOUT_S
 from gputop.engine.sanitize import clean
 from gputop.engine.source import add_source_arguments
 from gputop.errors import DriverTimeout, GputopError
-from gputop.exits import ExitSignals, describe_os_error, say, silence, silence_if_broken
+from gputop.exits import (
+    ExitSignals,
+    describe_os_error,
+    reader_may_leave,
+    say,
+    silence,
+    silence_if_broken,
+)
 from gputop.version import __version__
+
+if TYPE_CHECKING:
+    from gputop.engine.model import Snapshot
 
 # name -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -168,8 +178,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def wants_color(args: argparse.Namespace) -> bool:
-    """Colour unless --no-color, NO_COLOR (any value), or output is not a terminal."""
+    """Colour unless --no-color, NO_COLOR (any value), TERM=dumb, or output is not a terminal."""
     if getattr(args, "no_color", False) or "NO_COLOR" in os.environ:
+        return False
+    if os.environ.get("TERM") == "dumb":  # as git and Rich: it shows escape codes as text
         return False
     return sys.stdout.isatty()
 
@@ -202,10 +214,19 @@ def _run_one_shot(args: argparse.Namespace) -> int:
         snapshot = enrich(snapshot, holders=scan_holders(source.dev_dir))
     finally:
         source.close()
-    if args.json:
-        from gputop.commands.json_out import render_json
+    with reader_may_leave(sys.stdout):  # `--json | head -1`: exit 3 after a timeout all the same
+        _print_one_shot(args, snapshot)
+    if snapshot.hidden_pids_note:
+        sys.stdout.flush()
+        say(f"note: {snapshot.hidden_pids_note}")
+    return _timeout_exit(timeout_message(snapshot))
 
-        sys.stdout.write(render_json(snapshot) + "\n")
+
+def _print_one_shot(args: argparse.Namespace, snapshot: Snapshot) -> None:
+    if args.json:
+        from gputop.commands.json_out import for_stream, render_json
+
+        sys.stdout.write(for_stream(render_json(snapshot), sys.stdout) + "\n")
     else:
         from gputop.commands.once import OnceOptions, render_once
 
@@ -220,10 +241,6 @@ def _run_one_shot(args: argparse.Namespace) -> int:
             width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 10_000,
         )
         sys.stdout.write(render_once(snapshot, options))
-    if snapshot.hidden_pids_note:
-        sys.stdout.flush()
-        say(f"note: {snapshot.hidden_pids_note}")
-    return _timeout_exit(timeout_message(snapshot))
 
 
 def _timeout_exit(message: str | None) -> int:

@@ -48,6 +48,21 @@ def silence_if_broken(stream: Any) -> None:
         silence(stream)
 
 
+@contextlib.contextmanager
+def reader_may_leave(stream: Any) -> Iterator[None]:
+    """Write a one-shot's output inside the block: a reader that stops early ends the output,
+    not the command, whose exit code stays its verdict.
+
+    ``gputop doctor | head -c1`` must still exit 1 when something is stuck: scripts read the
+    code. The pipe closing is no error either (no line, no exit 1): what was written is whole.
+    """
+    try:
+        yield
+        stream.flush()
+    except BrokenPipeError:
+        silence(stream)  # Python's flush at exit would fail on the same pipe
+
+
 def silence(stream: Any) -> None:
     """Point ``stream``'s file descriptor at /dev/null.
 

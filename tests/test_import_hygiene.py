@@ -34,7 +34,13 @@ class Layer:
 LAYERS: dict[str, Layer] = {
     "leaves": Layer(
         what="small helpers anyone may use",
-        modules=("gputop.version", "gputop.errors", "gputop.units", "gputop.glyphs"),
+        modules=(
+            "gputop.version",
+            "gputop.errors",
+            "gputop.units",
+            "gputop.glyphs",
+            "gputop.cells",
+        ),
         may_import=(),  # nothing from gputop
     ),
     "shell": Layer(

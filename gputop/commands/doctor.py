@@ -26,7 +26,7 @@ from gputop.engine.enrich import attributed_memory_bytes, enrich, unattributed_t
 from gputop.engine.holders import HolderScan, scan_holders
 from gputop.engine.model import GpuSample, GpuState, ProcessRow, ProcState, Snapshot
 from gputop.errors import DriverTimeout, UsageError
-from gputop.exits import say
+from gputop.exits import reader_may_leave, say
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
         source.close()
     diagnosis = diagnose(snapshot, holders)
     # Commands and names may hold characters an ISO-8859-1 or ASCII stdout cannot encode.
-    sys.stdout.write(glyphs.safe_text(diagnosis.text, glyphs.output_encoding(sys.stdout)))
+    with reader_may_leave(sys.stdout):  # `doctor | head -1` still exits with the verdict
+        sys.stdout.write(glyphs.safe_text(diagnosis.text, glyphs.output_encoding(sys.stdout)))
     message = timeout_message(snapshot)
     if message is not None:
         sys.stdout.flush()  # the diagnosis first, then the line that explains what is missing

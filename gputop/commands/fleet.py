@@ -5,7 +5,9 @@ Reads Prometheus only (no driver). --once and --json exit 0 when all is well; 4 
 has stuck processes or unattributed GPU memory, 5 when some host is down or stale, 6 for both
 (the fleet printed, then one line on stderr saying which hosts); 2 for bad input (a bad URL, a
 token file that cannot be read); 1 when Prometheus cannot be asked (refused, timed out, TLS,
-HTTP 401/403, not Prometheus), with one line on stderr.
+HTTP 401/403, not Prometheus, too large, nested too deeply), with one line on stderr. Series an
+exporter got wrong (a gpu label that is no index, a reading out of physical range) are left out
+and counted in one note line on stderr; they never change the exit code.
 """
 
 from __future__ import annotations
@@ -88,26 +90,37 @@ def run(args: argparse.Namespace) -> int:
             os.environ["NO_COLOR"] = "1"
         return run_fleet_dashboard(client, interval_s=args.fleet_interval, theme=args.theme)
     fleet = read_fleet(client)
+    from gputop.exits import reader_may_leave
+
+    with reader_may_leave(sys.stdout):  # `fleet --once | head -1` keeps its verdict (exit 4..6)
+        _print(fleet, as_json=args.json)
+    return _exit(fleet)
+
+
+def _print(fleet: Fleet, *, as_json: bool) -> None:
     from gputop.fleet import text
 
-    if args.json:
-        sys.stdout.write(text.render_json(fleet) + "\n")
-        return _exit(fleet)
+    if as_json:
+        sys.stdout.write(text.render_json(fleet) + "\n")  # ASCII: json.dumps escapes the rest
+        return
     from gputop.glyphs import for_stream
 
     degree = for_stream(sys.stdout).degree
     sys.stdout.write(text.render_table(fleet, degree))
     if fleet.hosts:
         sys.stdout.write("\n" + text.render_stuck_report(fleet))
-    return _exit(fleet)
 
 
 def _exit(fleet: Fleet) -> int:
-    """The fleet's exit code; when not 0, why, in one line on stderr after the output."""
-    problems = fleet.problems()
-    if problems is not None:
+    """The fleet's exit code; on stderr after the output, the series skipped as unbelievable (a
+    note, one line) and, when the code is not 0, why (one line)."""
+    note, problems = fleet.skipped_note(), fleet.problems()
+    if note is not None or problems is not None:
         from gputop.exits import say
 
         sys.stdout.flush()
-        say(f"fleet: {problems} (exit {fleet.exit_code()})")
+        if note is not None:
+            say(f"fleet: {note}")
+        if problems is not None:
+            say(f"fleet: {problems} (exit {fleet.exit_code()})")
     return fleet.exit_code()

@@ -12,7 +12,9 @@ added within a schema version; a rename or removal bumps ``schema``.
 
 from __future__ import annotations
 
+import codecs
 import json
+import re
 from dataclasses import fields, is_dataclass
 from enum import Enum
 from typing import Any
@@ -97,3 +99,40 @@ def render_json(snapshot: Snapshot, *, indent: int | None = 2) -> str:
             snapshot_to_dict(snapshot), indent=indent, ensure_ascii=False, separators=separators
         )
     )
+
+
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
+def _u_escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # past the BMP: a surrogate pair, as json.dumps(ensure_ascii=True) writes it
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def ascii_json(document: str) -> str:
+    """The same JSON document in ASCII: every other character written as ``\\uXXXX``.
+
+    JSON's own syntax is ASCII, so such a character can only be inside a string, where the
+    escape means the same character: the document stays valid and equal.
+    """
+    return document if document.isascii() else _NON_ASCII.sub(_u_escape, document)
+
+
+def for_stream(document: str, stream: Any) -> str:
+    """``document`` (JSON text) as ``stream`` can carry it: unchanged where it writes UTF-8,
+    otherwise in ASCII (an ASCII or ISO-8859-1 locale, PYTHONIOENCODING=ascii).
+
+    Any non-UTF-8 stream gets ASCII, not just the characters it cannot encode: JSON read by
+    another program is UTF-8 (RFC 8259), and ASCII is UTF-8 in every such encoding.
+    """
+    if document.isascii():
+        return document
+    encoding = getattr(stream, "encoding", None)
+    try:
+        utf8 = encoding is not None and codecs.lookup(encoding).name == "utf-8"
+    except LookupError:
+        utf8 = False
+    return document if utf8 else ascii_json(document)

@@ -20,7 +20,8 @@ A GPU that fell off the bus is ``LOST (reason)``; one the driver did not answer 
 CUDA_VISIBLE_DEVICES or CUDA_DEVICE_ORDER make the two differ; ``→-`` means CUDA will not see it).
 A process is ``[user:]name[/pid](memory)`` (``-u``; ``-c`` for the full command; ``-p``),
 followed by its state in brackets when it is not simply active (e.g. ``[holder]``). Lines never
-exceed the width: the process list ends in ``…+N`` and, if needed, the name is shortened.
+exceed the width, counted in terminal cells (a CJK character takes two, a combining mark
+none): the process list ends in ``…+N`` and, if needed, the name is shortened.
 Where stdout cannot carry Unicode (an ISO-8859-1 or ASCII locale), ``->``, ``...`` and ``61C``
 stand in for the glyphs, and any other character it cannot encode becomes an ASCII stand-in.
 """
@@ -34,6 +35,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from gputop import glyphs, units
+from gputop.cells import cell_len, cut, ljust
 from gputop.engine.model import GpuSample, GpuState, MigDevice, ProcessRow, ProcState, Snapshot
 from gputop.glyphs import Glyphs
 from gputop.units import Level
@@ -72,7 +74,8 @@ _Line = list[_Seg]
 
 
 def _length(line: _Line) -> int:
-    return sum(len(s.text) for s in line)
+    """The line's width in terminal cells (a CJK character takes two)."""
+    return sum(cell_len(s.text) for s in line)
 
 
 def _paint(line: _Line, color: bool) -> str:
@@ -82,18 +85,18 @@ def _paint(line: _Line, color: bool) -> str:
 
 
 def _clip(line: _Line, width: int, ellipsis: str) -> _Line:
-    """The line cut to ``width`` characters, ending in an ellipsis when something was cut."""
+    """The line cut to ``width`` cells, ending in an ellipsis when something was cut."""
     if _length(line) <= width:
         return line
-    room = max(width - len(ellipsis), 0)
+    room = max(width - cell_len(ellipsis), 0)
     out: _Line = []
     for seg in line:
         if room <= 0:
             break
-        out.append(_Seg(seg.text[:room], seg.style))
-        room -= len(out[-1].text)
+        out.append(_Seg(cut(seg.text, room), seg.style))
+        room -= cell_len(out[-1].text)
     if width > 0:
-        out.append(_Seg(ellipsis[:width]))
+        out.append(_Seg(cut(ellipsis, width)))
     return out
 
 
@@ -180,17 +183,17 @@ def _fit_tokens(head: _Line, tokens: list[_Line], width: int, ellipsis: str) -> 
     line = list(head)
     for i, token in enumerate(tokens):
         rest = len(tokens) - i - 1
-        reserve = 0 if rest == 0 else len(f" {ellipsis}+{rest}")
+        reserve = 0 if rest == 0 else cell_len(f" {ellipsis}+{rest}")
         if _length(line) + 1 + _length(token) + reserve <= width:
             line += [_Seg(" "), *token]
             continue
         room = width - _length(line) - 1
-        if i == 0 and rest and _length(token) + len(f" {ellipsis}") <= room:
+        if i == 0 and rest and _length(token) + cell_len(f" {ellipsis}") <= room:
             return [*line, _Seg(" "), *token, _Seg(f" {ellipsis}")]
         if i == 0 and room >= _MIN_PARTIAL:
             return [*line, _Seg(" "), *_clip(token, room, ellipsis)]
         more = f" {ellipsis}+{len(tokens) - i}"
-        return [*line, _Seg(more)] if _length(line) + len(more) <= width else line
+        return [*line, _Seg(more)] if _length(line) + cell_len(more) <= width else line
     return line
 
 
@@ -288,7 +291,7 @@ def _mig_lines(
     procs = [p for p in _procs_for(gpu, snapshot) if p.mig is not None]
     labels = [_mig_label(m, gpu, show_cuda, g.arrow) for m in devices]
     label_w = max(len(label) for label in labels)
-    profile_w = max(len(units.text(m.profile)) for m in devices)
+    profile_w = max(cell_len(units.text(m.profile)) for m in devices)
     lines = []
     for n, (mig, label) in enumerate(zip(devices, labels, strict=True)):
         last = n == len(devices) - 1
@@ -299,7 +302,7 @@ def _mig_lines(
             _Seg(f" {branch} "),
             _Seg(label.ljust(label_w), "36"),
             _Seg(" "),
-            _Seg(units.text(mig.profile).ljust(profile_w), "34"),
+            _Seg(ljust(units.text(mig.profile), profile_w), "34"),
             _Seg(" | "),
             _Seg(units.percent_padded(util), _LEVEL_STYLE[units.utilization_level(util)]),
             _Seg(" | "),
@@ -341,10 +344,10 @@ def _name_width(
     g: Glyphs,
 ) -> int:
     """Names share one width, shortened so the readings and a "| …+N" marker still fit."""
-    widest = max((len(units.text(g.name)) for g in gpus), default=0)
+    widest = max((cell_len(units.text(gpu.name)) for gpu in gpus), default=0)
     needed = 0
     for gpu, gpu_tokens in zip(gpus, tokens, strict=True):
-        more = len(f" | {g.ellipsis}+{len(gpu_tokens)}") if gpu_tokens else 0
+        more = cell_len(f" | {g.ellipsis}+{len(gpu_tokens)}") if gpu_tokens else 0
         metrics = _length(_metrics(gpu, options, g)) if gpu.state is GpuState.OK else 0
         needed = max(needed, metrics + more)
     room = (options.width or 80) - fixed_w - needed
@@ -361,13 +364,13 @@ def render_once(snapshot: Snapshot, options: OnceOptions) -> str:
     gpus = snapshot.gpus
     show_cuda = _show_cuda(gpus)
     labels = [_index_label(gpu, show_cuda, g.arrow) for gpu in gpus]
-    label_w = max((len(label) for label in labels), default=0)
+    label_w = max((cell_len(label) for label in labels), default=0)
     tokens = [_tokens(gpu, snapshot, options) for gpu in gpus]
     name_w = _name_width(gpus, tokens, label_w + len(" ") + len(" | "), options, g)
     lines = [_clip(_header(snapshot), width, g.ellipsis)]
     for gpu, label, gpu_tokens in zip(gpus, labels, tokens, strict=True):
         name = _fit_name(units.text(gpu.name), name_w, g.ellipsis)
-        head = _gpu_head(gpu, options, g, label.ljust(label_w), name)
+        head = _gpu_head(gpu, options, g, ljust(label, label_w), name)
         lines.append(_gpu_line(head, gpu_tokens, width, g.ellipsis))
         lines += _mig_lines(gpu, snapshot, options, g, show_cuda)
     if not gpus:
@@ -377,7 +380,7 @@ def render_once(snapshot: Snapshot, options: OnceOptions) -> str:
 
 
 def _fit_name(name: str, width: int, ellipsis: str) -> str:
-    """``name`` padded to ``width``, or cut to it ending in ``ellipsis``."""
-    if len(name) <= width:
-        return name.ljust(width)
-    return name[: max(width - len(ellipsis), 0)] + ellipsis  # width is at least 4
+    """``name`` padded to ``width`` cells, or cut to them ending in ``ellipsis``."""
+    if cell_len(name) <= width:
+        return ljust(name, width)
+    return ljust(cut(name, max(width - cell_len(ellipsis), 0)) + ellipsis, width)  # width >= 4

@@ -30,6 +30,7 @@ from gputop.argtypes import (
     interval_seconds,
     positive_int,
 )
+from gputop.commands.json_out import for_stream
 from gputop.commands.query_fields import (
     UNKNOWN_ERROR,
     AppField,
@@ -46,6 +47,7 @@ from gputop.commands.query_fields import (
 from gputop.commands.schedule import Rows, run_on_schedule
 from gputop.engine.deadline import DEFAULT_TIMEOUT_S, timeout_of
 from gputop.engine.model import GpuSample, GpuState, ProcessType, Snapshot
+from gputop.engine.private_file import UnsafeFile, open_private
 from gputop.engine.sanitize import json_safe
 from gputop.engine.source import Source, source_from_args
 from gputop.errors import UsageError
@@ -253,13 +255,15 @@ def _output(filename: str | None) -> Iterator[IO[str]]:
         yield sys.stdout
         return
     try:
-        handle = open(filename, "w", encoding="utf-8")  # noqa: SIM115 - closed below
-    except OSError as exc:
-        raise UsageError(f"cannot write {filename}: {exc.strerror or exc}") from None
+        # Perhaps root's hands: no link, FIFO or another user's file; emptied only once checked.
+        fd = open_private(filename, truncate=True)
+    except UnsafeFile as exc:
+        raise UsageError(f"cannot write {filename}: {exc.reason}") from None
+    handle = open(fd, "w", encoding="utf-8")  # noqa: SIM115 - closed below
     try:
         yield handle
         handle.flush()
-    except OSError as exc:  # disk full, /dev/full, a file system gone read-only
+    except OSError as exc:  # disk full, a file size limit, a file system gone read-only
         raise UsageError(f"cannot write {filename}: {exc.strerror or exc}") from None
     finally:
         with contextlib.suppress(OSError):  # its flush failed above already
@@ -356,7 +360,7 @@ def _log(
                 if gpu is None:
                     continue
                 for line in lines_of(rows.stamped(snapshot, gpu), (index,)):
-                    out.write(line + "\n")
+                    out.write((for_stream(line, out) if fmt.json else line) + "\n")
                     out.flush()  # `| tee` and `tail -f` see each row at once
             rows.shown(snapshot, indices)
 

@@ -354,20 +354,39 @@ def _read_all(fd: int | None) -> str:
     return b"".join(chunks).decode("utf-8", "replace")
 
 
+_REPORT_NAME_TRIES = 10  # names tried in one folder before the next folder
+
+
 def _save_report(text: str) -> str | None:
-    """Write gputop's crash dump under the user's state folder (or the temp folder)."""
-    name = time.strftime("crash-%Y%m%d-%H%M%S") + f"-{os.getppid()}.txt"
-    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    """Write gputop's crash dump under the user's state folder (or the temp folder).
+
+    The name is one anyone can guess, in /tmp perhaps, and this may be root: the file is always
+    a new one (O_EXCL, no link followed, mode 0600); something already there gets a later name.
+    """
     import tempfile
 
+    from gputop.engine.private_file import ExistsAlready, UnsafeFile, create_new
+
+    stem = time.strftime("crash-%Y%m%d-%H%M%S") + f"-{os.getppid()}"
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    data = text.encode("utf-8", "replace")
     for folder in (Path(state) / "gputop", Path(tempfile.gettempdir())):
-        try:
+        with contextlib.suppress(OSError):
             folder.mkdir(parents=True, exist_ok=True)
-            path = folder / name
-            path.write_text(text, encoding="utf-8")
+        for attempt in range(_REPORT_NAME_TRIES):
+            path = folder / (stem + (f"-{attempt}" if attempt else "") + ".txt")
+            try:
+                fd = create_new(path)
+            except ExistsAlready:
+                continue  # planted, or a second crash this second: the next name
+            except UnsafeFile:
+                break  # this folder cannot take it: the next folder
+            try:
+                with open(fd, "wb") as out:
+                    out.write(data)
+            except OSError:
+                break
             return str(path)
-        except OSError:
-            continue
     return None
 
 

@@ -26,7 +26,9 @@ from pathlib import Path
 import psutil
 
 from gputop.engine.model import ProcInfo
+from gputop.engine.private_file import UnsafeFile, open_private
 from gputop.engine.procs import read_proc
+from gputop.engine.sanitize import clean
 from gputop.errors import UsageError
 
 _CREATE_TIME_TOLERANCE_S = 0.01  # the same process always reports the same create time
@@ -114,7 +116,9 @@ class AuditEntry:
     """One signal about to be sent, sent, or refused, with the facts that were checked.
 
     ``create_time`` is the start time the user saw; ``create_time_now``, ``uid``, ``status`` and
-    ``ppid`` what the OS said when it was checked; ``euid`` who asked.
+    ``ppid`` what the OS said when it was checked; ``euid`` who asked. ``command`` is the command
+    line read at that check, ``command_shown`` the one the user was shown when choosing (None
+    when the caller showed none): a process may change its argv in between.
     """
 
     time_wall: float
@@ -129,6 +133,7 @@ class AuditEntry:
     ppid: int | None = None
     create_time_now: float | None = None
     euid: int | None = None
+    command_shown: str | None = None
 
 
 def decide(
@@ -278,9 +283,11 @@ class Killer:
 
     ``euid`` defaults to the real effective uid (inject one in tests). ``audit_log``: a file
     (created mode 0600: it holds other users' command lines) that every entry is appended to as
-    a JSON line; checked here, so an unwritable path fails at once. Each signal is written to it
-    *before* it is sent (result :data:`SENDING`) and again with its outcome; when that first write
-    fails (disk full, file gone read-only) the signal is refused, never sent unrecorded.
+    a JSON line; checked here, so an unwritable path fails at once. It is opened anew for each
+    write with the checks of :func:`open_private` (no symbolic link, FIFO or another user's
+    file), so one planted after start is caught too. Each signal is written to it *before* it is
+    sent (result :data:`SENDING`) and again with its outcome; when that first write fails (disk
+    full, file gone read-only, a file refused) the signal is refused, never sent unrecorded.
     """
 
     def __init__(self, *, euid: int | None = None, audit_log: str | Path | None = None) -> None:
@@ -290,11 +297,9 @@ class Killer:
         self._lock = threading.Lock()
         if self.audit_log is not None:
             try:
-                os.close(_open_log(self.audit_log))
-            except OSError as exc:
-                raise UsageError(
-                    f"cannot write audit log {audit_log}: {exc.strerror or exc}"
-                ) from None
+                os.close(open_private(self.audit_log, append=True))
+            except UnsafeFile as exc:
+                raise UsageError(f"cannot write audit log {audit_log}: {exc.reason}") from None
 
     @property
     def log(self) -> tuple[AuditEntry, ...]:
@@ -346,13 +351,18 @@ class Killer:
         *,
         with_children: bool = False,
         grace_s: float = GRACE_S,
+        command_shown: str | None = None,
     ) -> KillResult:
-        """Signal the process (and its children); wait up to ``grace_s`` to report ``exited``."""
+        """Signal the process (and its children); wait up to ``grace_s`` to report ``exited``.
+
+        ``command_shown``: the command line the user saw for ``identity`` when choosing; the audit
+        log records it beside the one read right before the signal.
+        """
         decision = self.decide(identity, signal, with_children)
         if isinstance(decision, Refusal):
             facts = decision.facts or TargetFacts(pid=identity.pid, exists=False)
             error = self._record(
-                [self._entry(identity, signal, facts, f"refused: {decision.reason}")]
+                [self._entry(identity, signal, facts, f"refused: {decision.reason}", command_shown)]
             )
             return KillResult(
                 ok=False,
@@ -362,7 +372,7 @@ class Killer:
                 refusal=decision,
             )
         intents = [
-            self._entry(target, signal, facts, SENDING)
+            self._entry(target, signal, facts, SENDING, _shown(target, identity, command_shown))
             for target, facts in zip(decision.targets, decision.facts, strict=True)
         ]
         error = self._record(intents)
@@ -382,7 +392,7 @@ class Killer:
                 sent.append(proc)
             else:
                 failed[target.pid] = why
-        return self._result(decision, sent, failed, grace_s)
+        return self._result(decision, sent, failed, grace_s, command_shown)
 
     def _result(
         self,
@@ -390,6 +400,7 @@ class Killer:
         sent: list[psutil.Process],
         failed: dict[int, str],
         grace_s: float,
+        command_shown: str | None,
     ) -> KillResult:
         pid, sig = plan.identity.pid, plan.signal
         exited_pids = _wait_exited(sent, grace_s) if grace_s > 0 else set()
@@ -415,6 +426,7 @@ class Killer:
                 sig,
                 facts,
                 failed.get(target.pid) or ("exited" if target.pid in exited_pids else "sent"),
+                _shown(target, plan.identity, command_shown),
             )
             for target, facts in zip(plan.targets, plan.facts, strict=True)
         ]
@@ -431,7 +443,12 @@ class Killer:
         )
 
     def _entry(
-        self, identity: ProcIdentity, signal: Signal, facts: TargetFacts, result: str
+        self,
+        identity: ProcIdentity,
+        signal: Signal,
+        facts: TargetFacts,
+        result: str,
+        command_shown: str | None = None,
     ) -> AuditEntry:
         return AuditEntry(
             time_wall=time.time(),
@@ -446,6 +463,7 @@ class Killer:
             ppid=facts.ppid,
             create_time_now=facts.create_time,
             euid=self.euid,
+            command_shown=command_shown,
         )
 
     def _record(self, entries: list[AuditEntry]) -> str | None:
@@ -455,22 +473,26 @@ class Killer:
             if self.audit_log is None:
                 return None
             data = "".join(json.dumps(asdict(e)) + "\n" for e in entries).encode()
+            where = clean(str(self.audit_log))  # the message is shown in the dashboard
             try:
-                fd = _open_log(self.audit_log)
-                try:
-                    written = os.write(fd, data)
-                finally:
-                    os.close(fd)
+                # Opened and checked again each time: a link or a chmod may come after start.
+                fd = open_private(self.audit_log, append=True)
+            except UnsafeFile as exc:
+                return f"{where}: {exc.reason}"
+            try:
+                written = os.write(fd, data)
             except OSError as exc:
-                return f"{self.audit_log}: {exc.strerror or exc}"
+                return f"{where}: {exc.strerror or exc}"
+            finally:
+                os.close(fd)
             if written != len(data):
-                return f"{self.audit_log}: short write (disk full?)"
+                return f"{where}: short write (disk full?)"
             return None
 
 
-def _open_log(path: Path) -> int:
-    """The audit file opened for appending, created 0600 (it holds other users' commands)."""
-    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+def _shown(target: ProcIdentity, chosen: ProcIdentity, command_shown: str | None) -> str | None:
+    """What the user was shown for ``target``: only the chosen process had its row on screen."""
+    return command_shown if target == chosen else None
 
 
 def _unrecorded(error: str | None) -> str:

@@ -708,13 +708,51 @@ def _long_name(comm: str, argv: tuple[str, ...]) -> str:
     return comm
 
 
-@functools.lru_cache(maxsize=256)
-def _user_name(uid: int) -> str:
-    """The name of ``uid`` (its number when it has none), looked up once."""
-    try:
-        return clean(pwd.getpwuid(uid).pw_name)
-    except KeyError:
-        return str(uid)
+PASSWD = "/etc/passwd"
+USER_NAME_TTL_S = 300.0  # names served by NSS (LDAP, sssd) change without /etc/passwd
+_PASSWD_CHECK_S = 1.0  # /etc/passwd is looked at once a second at most, not once a process
+
+
+class _UserNames:
+    """uid -> name, remembered until /etc/passwd changes or USER_NAME_TTL_S passes.
+
+    Not for ever: a user removed and their uid given to a new one must not keep the old name on
+    root's screen, where the kill dialog names the owner. Thread-safe enough: a race looks a
+    name up twice.
+    """
+
+    def __init__(self) -> None:
+        self._names: dict[int, tuple[str, int, float]] = {}  # uid -> (name, stamp, until)
+        self._stamp = 0
+        self._stamp_until = 0.0
+
+    def __call__(self, uid: int) -> str:
+        now = time.monotonic()
+        stamp = self._passwd_stamp(now)
+        known = self._names.get(uid)
+        if known is not None and known[1] == stamp and now < known[2]:
+            return known[0]
+        try:
+            name = clean(pwd.getpwuid(uid).pw_name)
+        except KeyError:
+            name = str(uid)
+        if len(self._names) >= 4096:  # bounded: uids come and go on a shared box
+            self._names.clear()
+        self._names[uid] = (name, stamp, now + USER_NAME_TTL_S)
+        return name
+
+    def _passwd_stamp(self, now: float) -> int:
+        if now >= self._stamp_until:
+            try:
+                info = os.stat(PASSWD)
+                self._stamp = hash((info.st_mtime_ns, info.st_ino, info.st_size))
+            except OSError:
+                self._stamp = 0
+            self._stamp_until = now + _PASSWD_CHECK_S
+        return self._stamp
+
+
+_user_name = _UserNames()
 
 
 def _cpu_percent(proc: psutil.Process | None) -> float | None:

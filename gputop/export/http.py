@@ -12,6 +12,7 @@ import errno
 import gzip
 import io
 import queue
+import re
 import selectors
 import socket
 import socketserver
@@ -36,6 +37,14 @@ WORKERS = 8
 MAX_WAITING = 512  # connections still sending their request head
 MAX_QUEUED = 512  # complete requests waiting for a worker
 MAX_HEAD = 16 * 1024
+RETRY_AFTER_S = 1  # told to a client refused for load: a scrape comes again soon anyway
+# An answer the event loop sends itself (503, 431) is followed by FIN, and what the client still
+# sends is read and dropped for this long before the close: closing with its request unread
+# would reset the connection, and a reset destroys the answer before the client reads it.
+LINGER_S = 1.0
+MAX_LINGERING = 512
+# method SP request-target SP HTTP-version (RFC 9112 section 3); LF alone is tolerated as the end
+_REQUEST_LINE = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+ [\x21-\x7e]+ HTTP/(\d)\.\d\r?\n")
 INDEX_PAGE = (
     b"<!DOCTYPE html>\n<html><head><title>gputop exporter</title></head>\n"
     b'<body><h1>gputop exporter</h1><p><a href="/metrics">/metrics</a></p></body></html>\n'
@@ -52,13 +61,17 @@ class MetricsServer:
     - A connection costs no thread until its whole request head has arrived: one daemon thread
       reads all waiting connections with a selector. A connection that has not sent its head
       within ``timeout_s`` (default 5 s) is closed, idle or half-sent alike, and at most
-      ``MAX_WAITING`` connections wait at once (past that the oldest is dropped), so idle or
-      slowloris clients can neither pile up threads nor delay a real scrape.
+      ``MAX_WAITING`` connections wait at once: past that the oldest is answered 503 with
+      ``Retry-After`` and closed (or queued, if its whole request has come), so idle or
+      slowloris clients can neither pile up threads nor delay a real scrape, and nobody is cut
+      off without an answer.
     - ``WORKERS`` daemon threads answer complete requests in turn; an answer's write gets
       ``timeout_s`` in total. When ``MAX_QUEUED`` requests already wait for a worker, a new one
-      gets 503 at once.
+      gets 503 (with ``Retry-After``) at once.
     - GET or HEAD ``/metrics`` answers the metrics (``name[]`` filter, gzip and content type as
       prometheus_client does), ``/`` a page linking to it, any other path 404; other methods 405.
+      A request line that is not ``METHOD TARGET HTTP/x.y`` gets 400, another major version 505:
+      always with a status line (the standard library answers such lines without one).
       One request per connection (HTTP/1.0); nothing is logged.
     """
 
@@ -85,6 +98,8 @@ class MetricsServer:
         self._selector.register(self._wake_r, selectors.EVENT_READ)
         # Connections still sending their request head, oldest first (so also by deadline).
         self._waiting: dict[socket.socket, _Waiting] = {}
+        # Connections answered by the loop, drained until the client closes (oldest first).
+        self._lingering: dict[socket.socket, _Lingering] = {}
         self._jobs: queue.SimpleQueue[tuple[socket.socket, bytes] | None] = queue.SimpleQueue()
         self._busy: set[socket.socket] = set()  # being answered; close() aborts their writes
         self._lock = threading.Lock()
@@ -144,20 +159,33 @@ class MetricsServer:
                         with contextlib.suppress(OSError):
                             self._wake_r.recv(64)
                     else:
-                        self._read(key.data)
+                        self._ready(key.data)
                 self._expire()
         finally:
             for waiting in list(self._waiting.values()):
                 self._drop(waiting)
+            for lingering in list(self._lingering.values()):
+                self._close_lingering(lingering)
             self._selector.close()
             self._wake_r.close()
             self._listener.server_close()
 
+    def _ready(self, pending: _Waiting | _Lingering) -> None:
+        """A connection's read event; skipped when it was dropped or answered earlier in the same
+        batch of events (evicted by ``_accept``, say): its socket may be closed, or lingering."""
+        if isinstance(pending, _Lingering):
+            if self._lingering.get(pending.conn) is pending:
+                self._drain(pending)
+        elif self._waiting.get(pending.conn) is pending:
+            self._read(pending)
+
     def _next_timeout(self) -> float:
-        if not self._waiting:
-            return 0.5
-        oldest = next(iter(self._waiting.values()))
-        return min(0.5, max(0.0, oldest.deadline - time.monotonic()))
+        deadlines = [0.5 + time.monotonic()]
+        if self._waiting:
+            deadlines.append(next(iter(self._waiting.values())).deadline)
+        if self._lingering:
+            deadlines.append(next(iter(self._lingering.values())).deadline)
+        return max(0.0, min(deadlines) - time.monotonic())
 
     def _accept(self) -> None:
         for _ in range(64):  # a bounded batch, so reads and expiry still get their turn
@@ -166,13 +194,15 @@ class MetricsServer:
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:  # out of file descriptors: free one, or let the others finish
-                if self._waiting:
-                    self._drop(next(iter(self._waiting.values())))
+                if self._lingering:
+                    self._close_lingering(next(iter(self._lingering.values())))
+                elif self._waiting:
+                    self._evict(next(iter(self._waiting.values())))
                 else:
                     time.sleep(0.05)
                 return
             if len(self._waiting) >= MAX_WAITING:
-                self._drop(next(iter(self._waiting.values())))
+                self._evict(next(iter(self._waiting.values())))
             conn.setblocking(False)
             waiting = _Waiting(conn, time.monotonic() + self._timeout_s)
             self._waiting[conn] = waiting
@@ -195,28 +225,69 @@ class MetricsServer:
             return
         self._forget(waiting)
         if self._jobs.qsize() >= MAX_QUEUED:
-            self._drop(waiting, _canned(HTTPStatus.SERVICE_UNAVAILABLE))
+            self._drop(waiting, _SERVICE_UNAVAILABLE, forgotten=True)
             return
         self._jobs.put((waiting.conn, bytes(waiting.head)))
+
+    def _evict(self, waiting: _Waiting) -> None:
+        """Make room for a new connection: the oldest waiting one is read once more (its whole
+        request may be there by now: then it is queued), else answered 503 and closed."""
+        self._read(waiting)
+        if waiting.conn in self._waiting:  # still waiting: refused for load, not cut off
+            self._drop(waiting, _SERVICE_UNAVAILABLE)
 
     def _expire(self) -> None:
         now = time.monotonic()
         while self._waiting:
             oldest = next(iter(self._waiting.values()))
             if oldest.deadline > now:
-                return
+                break
             self._drop(oldest)
+        while self._lingering:
+            done = next(iter(self._lingering.values()))
+            if done.deadline > now:
+                break
+            self._close_lingering(done)
 
     def _forget(self, waiting: _Waiting) -> None:
         del self._waiting[waiting.conn]
         self._selector.unregister(waiting.conn)
 
-    def _drop(self, waiting: _Waiting, answer: bytes = b"") -> None:
-        self._forget(waiting)
-        if answer:  # best effort: a short answer fits the empty send buffer, never blocks
-            with contextlib.suppress(OSError):
-                waiting.conn.send(answer)
-        waiting.conn.close()
+    def _drop(self, waiting: _Waiting, answer: bytes = b"", *, forgotten: bool = False) -> None:
+        """Close a waiting connection; with ``answer``, send it first and linger."""
+        if not forgotten:
+            self._forget(waiting)
+        conn = waiting.conn
+        if not answer:
+            conn.close()
+            return
+        try:  # a short answer fits the empty send buffer: never blocks
+            conn.send(answer)
+            conn.shutdown(socket.SHUT_WR)
+        except OSError:
+            conn.close()
+            return
+        if len(self._lingering) >= MAX_LINGERING:
+            self._close_lingering(next(iter(self._lingering.values())))
+        lingering = _Lingering(conn, time.monotonic() + LINGER_S)
+        self._lingering[conn] = lingering
+        self._selector.register(conn, selectors.EVENT_READ, lingering)
+
+    def _drain(self, lingering: _Lingering) -> None:
+        """Read and drop what an answered client still sends; close when it closes."""
+        try:
+            if lingering.conn.recv(65536):
+                return
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            pass
+        self._close_lingering(lingering)
+
+    def _close_lingering(self, lingering: _Lingering) -> None:
+        del self._lingering[lingering.conn]
+        self._selector.unregister(lingering.conn)
+        lingering.conn.close()
 
     # The workers: one complete request each, answered and closed.
 
@@ -228,6 +299,8 @@ class MetricsServer:
             try:
                 self._answer(conn, head)
             except OSError:  # the client went away or read too slowly: its loss
+                pass
+            except Exception:  # noqa: BLE001 - a bug answering one request must not end a worker
                 pass
             finally:
                 with self._lock:
@@ -263,6 +336,14 @@ class _Waiting:
     head: bytearray = field(default_factory=bytearray)
 
 
+@dataclass(slots=True)
+class _Lingering:
+    """A connection the event loop answered, drained until the client closes or ``deadline``."""
+
+    conn: socket.socket
+    deadline: float
+
+
 class _Only:
     """The registry's families whose name or one of whose sample names (``x_total``) is asked."""
 
@@ -284,6 +365,8 @@ class _Handler(BaseHTTPRequestHandler):
     """
 
     server_version = f"gputop/{__version__}"
+    # The stdlib's default, HTTP/0.9, answers a malformed request with no status line at all.
+    default_request_version = "HTTP/1.0"
 
     def __init__(self, head: bytes, registry: CollectorRegistry) -> None:
         # No BaseRequestHandler.__init__: it would read a socket; MetricsServer calls handle().
@@ -291,12 +374,24 @@ class _Handler(BaseHTTPRequestHandler):
         self.rfile = io.BytesIO(head)
         self.out = self.wfile = io.BytesIO()
         self.client_address = ("", 0)
-        self.command = ""
+        self.command = self.requestline = ""  # read by send_response's log line
+        self.request_version = self.default_request_version
 
     def handle(self) -> None:
         self.close_connection = True
         self.raw_requestline = self.rfile.readline(MAX_HEAD + 1)
-        if not self.parse_request():  # it has answered 400 or 505 itself
+        for _ in range(2):  # RFC 9112 2.2: empty lines before the request line are ignored
+            if self.raw_requestline not in (b"\r\n", b"\n"):
+                break
+            self.raw_requestline = self.rfile.readline(MAX_HEAD + 1)
+        match = _REQUEST_LINE.fullmatch(self.raw_requestline)
+        if match is None or match.group(1) != b"1":
+            # Checked here, not by parse_request: it takes "GET /" for HTTP/0.9 (answered with
+            # no status line) and puts the client's bytes in the status line.
+            version = HTTPStatus.HTTP_VERSION_NOT_SUPPORTED
+            self.send_error(HTTPStatus.BAD_REQUEST if match is None else version)
+            return
+        if not self.parse_request():  # it has answered (431, ...) itself
             return
         try:
             self._route()
@@ -345,17 +440,28 @@ class _Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(body)
 
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """A plain answer with the status's own phrase: the stdlib's puts the client's bytes in
+        its status line and an HTML page."""
+        self.close_connection = True
+        status = HTTPStatus(code)
+        self._send(status, f"{status.phrase}\n".encode())
+
     def log_message(self, format: str, *args: object) -> None:
         """Log nothing: a scrape every few seconds would fill the journal."""
 
 
-def _canned(status: HTTPStatus) -> bytes:
-    """A whole answer for the event loop to send without a handler."""
+def _canned(status: HTTPStatus, headers: str = "") -> bytes:
+    """A whole answer for the event loop to send without a handler (``headers``: more header
+    lines, each ending in CRLF)."""
     body = f"{status.phrase}\n".encode()
     return (
         f"HTTP/1.0 {status.value} {status.phrase}\r\nContent-Type: text/plain; charset=utf-8\r\n"
-        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        f"Content-Length: {len(body)}\r\n{headers}Connection: close\r\n\r\n"
     ).encode() + body
+
+
+_SERVICE_UNAVAILABLE = _canned(HTTPStatus.SERVICE_UNAVAILABLE, f"Retry-After: {RETRY_AFTER_S}\r\n")
 
 
 def _linger(conn: socket.socket) -> None:

@@ -8,22 +8,30 @@ Imports prometheus_client at the top: import this module only after checking tha
 
 from __future__ import annotations
 
+import contextlib
+import os
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Protocol
 
-from prometheus_client import CollectorRegistry, write_to_textfile
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.openmetrics.exposition import ALLOWUTF8
 from prometheus_client.samples import Sample as PromSample
 
 from gputop.engine.model import Snapshot
+from gputop.engine.private_file import ExistsAlready, UnsafeFile, create_new
 from gputop.errors import UsageError
 from gputop.export.metrics import HOST_LABEL, Family, Kind, sample_age_s, snapshot_families
 from gputop.version import __version__
 
 TEXTFILE_NAME = "gputop.prom"
+# node_exporter runs as its own user and must read the file; nothing in it is secret.
+TEXTFILE_MODE = 0o644
+_TEMP_NAME_TRIES = 10  # fresh temporary names tried before giving up
 
 
 class SnapshotHolder(Protocol):
@@ -110,9 +118,11 @@ def make_registry(collector: SnapshotCollector) -> CollectorRegistry:
 class TextfileWriter:
     """Writes DIR/gputop.prom for node_exporter's textfile collector, atomically.
 
-    prometheus_client.write_to_textfile writes ``gputop.prom.<pid>.<thread>`` in the same folder
-    and renames it over the target, so a reader sees the old file or the new one, never half of
-    one; node_exporter only reads ``*.prom``, so it never picks up the temporary file.
+    As prometheus_client.write_to_textfile does (the same bytes), a temporary file in the same
+    folder is renamed over the target, so a reader sees the old file or the new one, never half of
+    one; node_exporter only reads ``*.prom``, so it never picks up the temporary file. Unlike it,
+    the temporary name is unguessable and the file is always a new one (O_EXCL, no symbolic link
+    followed): in a folder others may write, a root exporter must not write through their link.
     """
 
     def __init__(self, directory: str | Path, registry: CollectorRegistry) -> None:
@@ -126,9 +136,33 @@ class TextfileWriter:
     def write(self) -> None:
         """Write the file once; raises UsageError with the reason when it cannot."""
         with self._lock:
+            data = generate_latest(self._registry, ALLOWUTF8)  # write_to_textfile's escaping
             try:
-                write_to_textfile(str(self.path), self._registry)
+                self._replace(data)
+            except UnsafeFile as exc:
+                raise UsageError(f"--textfile: cannot write {self.path}: {exc.reason}") from None
             except OSError as exc:
                 raise UsageError(
                     f"--textfile: cannot write {self.path}: {exc.strerror or exc}"
                 ) from None
+
+    def _replace(self, data: bytes) -> None:
+        temp, fd = self._new_temp()
+        try:
+            with open(fd, "wb") as out:
+                out.write(data)
+                os.fchmod(out.fileno(), TEXTFILE_MODE)
+            os.rename(temp, self.path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            raise
+
+    def _new_temp(self) -> tuple[str, int]:
+        for _ in range(_TEMP_NAME_TRIES):
+            temp = f"{self.path}.{os.getpid()}.{secrets.token_hex(8)}"
+            try:
+                return temp, create_new(temp)
+            except ExistsAlready:
+                continue
+        raise UnsafeFile(f"no fresh temporary name after {_TEMP_NAME_TRIES} tries")

@@ -7,6 +7,12 @@ not Prometheus's JSON. Credentials come from the environment or a file, never fr
 line (where ``ps`` shows them to every user): ``GPUTOP_PROMETHEUS_TOKEN`` or a token file for a
 bearer token, ``GPUTOP_PROMETHEUS_USER`` and ``GPUTOP_PROMETHEUS_PASSWORD`` for basic auth.
 Redirects are not followed, so a credential is never sent to another address.
+
+The server is not trusted either: each request has one deadline for all of it (connect, headers,
+the whole body; :mod:`gputop.fleet.deadline`), the body is refused as soon as it passes
+``max_reply_bytes``, JSON nested past Python's recursion limit is an error line, every label is
+cleaned where it enters, and a series whose labels or value cannot be read is skipped and counted
+(:attr:`Answer.skipped`) instead of failing the whole answer.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import math
 import os
 import socket
 import ssl
+import stat
 import time
 import urllib.error
 import urllib.parse
@@ -26,8 +33,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from gputop.engine.sanitize import clean
+from gputop.engine.sanitize import clean, is_clean
 from gputop.errors import GputopError, UsageError
+from gputop.fleet.deadline import Watchdog, opener
 from gputop.version import __version__
 
 ENV_URL = "GPUTOP_PROMETHEUS"
@@ -35,7 +43,12 @@ ENV_TOKEN = "GPUTOP_PROMETHEUS_TOKEN"
 ENV_USER = "GPUTOP_PROMETHEUS_USER"
 ENV_PASSWORD = "GPUTOP_PROMETHEUS_PASSWORD"
 DEFAULT_TIMEOUT_S = 5.0
-MAX_REPLY_BYTES = 64 * 1024 * 1024
+MAX_REPLY_BYTES = 64 * 1024 * 1024  # far above a real fleet's answer; refused while read
+MAX_TOKEN_BYTES = 16 * 1024  # a JWT is a few KiB; /dev/zero is not a token
+MAX_ERROR_CHARS = 300  # of a server's error text in our one line
+_CHUNK_BYTES = 64 * 1024
+# Evaluation times outside this (Unix seconds) are not times: 0 < t < year 5138.
+MAX_STAMP = 1e11
 
 
 class PrometheusError(GputopError):
@@ -51,6 +64,8 @@ def parse_base_url(text: str) -> str:
     environment: the command line is visible to every user of the host).
     """
     shown = text.strip()
+    if not is_clean(shown):
+        raise UsageError(f"--prometheus: the URL holds control characters: {shown!r}")
     try:
         parts = urllib.parse.urlsplit(shown)
         port = parts.port
@@ -78,15 +93,7 @@ def authorization(env: Mapping[str, str], token_file: str | None = None) -> str 
     """The Authorization header value the environment (or ``token_file``) asks for, or None."""
     token = env.get(ENV_TOKEN) or None
     if token_file is not None:
-        try:
-            with open(token_file, encoding="utf-8") as handle:
-                token = handle.read().strip()
-        except OSError as exc:
-            raise UsageError(f"--token-file: {token_file}: {exc.strerror or exc}") from None
-        except UnicodeDecodeError:
-            raise UsageError(f"--token-file: {token_file}: not a text file") from None
-        if not token:
-            raise UsageError(f"--token-file: {token_file} is empty")
+        token = read_token(token_file)
     user = env.get(ENV_USER)
     password = env.get(ENV_PASSWORD)
     if token and (user or password):
@@ -97,6 +104,9 @@ def authorization(env: Mapping[str, str], token_file: str | None = None) -> str 
     if token:
         if any(c in token for c in "\r\n"):
             raise UsageError("the bearer token holds a line break")
+        if not all("!" <= c <= "~" for c in token):
+            # RFC 6750's token68 is printable ASCII; anything else makes http.client raise
+            raise UsageError("the bearer token holds a space, control or non-ASCII character")
         return f"Bearer {token}"
     if user or password:
         if not user or password is None:
@@ -104,6 +114,39 @@ def authorization(env: Mapping[str, str], token_file: str | None = None) -> str 
         pair = f"{user}:{password}".encode()
         return "Basic " + base64.b64encode(pair).decode("ascii")
     return None
+
+
+def read_token(path: str) -> str:
+    """The bearer token in ``path``: a regular file of at most :data:`MAX_TOKEN_BYTES`.
+
+    Opened non-blocking, so a FIFO nobody writes to cannot hang us; /dev/zero, a directory or a
+    FIFO is refused before a byte is read, and a file that grows while read is cut at the limit.
+    """
+    where = f"--token-file: {clean(path)}"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as exc:
+        raise UsageError(f"{where}: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UsageError(f"{where} is not a regular file")
+        if info.st_size > MAX_TOKEN_BYTES:
+            raise UsageError(f"{where} is too large for a token (over {MAX_TOKEN_BYTES} bytes)")
+        data = os.read(fd, MAX_TOKEN_BYTES + 1)
+    except OSError as exc:
+        raise UsageError(f"{where}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_TOKEN_BYTES:
+        raise UsageError(f"{where} is too large for a token (over {MAX_TOKEN_BYTES} bytes)")
+    try:
+        token = data.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise UsageError(f"{where}: not a text file") from None
+    if not token:
+        raise UsageError(f"{where} is empty")
+    return token
 
 
 class Series(NamedTuple):
@@ -134,10 +177,12 @@ class RangeAnswer:
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """An instant query's answer: the evaluation time (Unix seconds) and the series."""
+    """An instant query's answer: the evaluation time (Unix seconds), the series, and how many
+    series were skipped (labels that are not strings, a value that is not a finite number)."""
 
     at: float
     series: tuple[Series, ...]
+    skipped: int = 0
 
 
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
@@ -172,14 +217,13 @@ class PrometheusClient:
         *,
         authorization: str | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
+        max_reply_bytes: int = MAX_REPLY_BYTES,
     ) -> None:
         self.base_url = base_url
         self.timeout_s = timeout_s
+        self.max_reply_bytes = max_reply_bytes
         self._authorization = authorization
-        handlers: list[urllib.request.BaseHandler] = [_NoRedirects()]
-        if base_url.startswith("https:"):
-            handlers.append(urllib.request.HTTPSHandler(context=ssl.create_default_context()))
-        self._opener = urllib.request.build_opener(*handlers)
+        self._tls = ssl.create_default_context() if base_url.startswith("https:") else None
 
     def query(self, promql: str, *, timeout_s: float | None = None) -> Answer:
         """The instant vector ``promql`` evaluates to now (PrometheusError on any failure)."""
@@ -206,39 +250,63 @@ class PrometheusClient:
         return self._range_answer(body, promql)
 
     def _get(self, api: str, params: dict[str, str], timeout_s: float | None) -> bytes:
-        """The body of ``/api/v1/API?PARAMS`` (PrometheusError on any failure)."""
+        """The body of ``/api/v1/API?PARAMS`` within ``timeout_s`` in all (PrometheusError on any
+        failure)."""
         url = f"{self.base_url}/api/v1/{api}?" + urllib.parse.urlencode(params)
         headers = {"Accept": "application/json", "User-Agent": f"gputop/{__version__}"}
         if self._authorization is not None:
             headers["Authorization"] = self._authorization
         request = urllib.request.Request(url, headers=headers)
         limit = self.timeout_s if timeout_s is None else timeout_s
-        started = time.monotonic()
+        watchdog = Watchdog(time.monotonic() + limit)
         try:
-            with self._opener.open(request, timeout=limit) as response:
-                body: bytes = response.read(MAX_REPLY_BYTES + 1)
+            with opener(watchdog, self._tls, _NoRedirects()).open(request, timeout=limit) as reply:
+                return self._read_body(reply, watchdog)
         except urllib.error.HTTPError as exc:
             raise self._http_error(exc) from None
         except urllib.error.URLError as exc:
-            if isinstance(exc.reason, TimeoutError):
-                raise self._timed_out(limit) from None
+            if watchdog.fired or isinstance(exc.reason, TimeoutError):
+                raise self._timed_out() from None
             raise PrometheusError(
                 f"cannot reach Prometheus at {self.base_url}: {_describe_reason(exc.reason)}"
             ) from None
-        except TimeoutError:
-            raise self._timed_out(limit) from None
         except (http.client.HTTPException, ssl.SSLError, OSError) as exc:
+            if watchdog.fired or isinstance(exc, TimeoutError):
+                raise self._timed_out() from None
             raise PrometheusError(
                 f"Prometheus at {self.base_url} broke off its answer: "
                 f"{_describe_reason(exc) if isinstance(exc, OSError) else type(exc).__name__}"
             ) from None
-        if len(body) > MAX_REPLY_BYTES:
-            raise PrometheusError(f"Prometheus at {self.base_url}: answer too large")
-        if time.monotonic() - started > limit:
-            raise self._timed_out(limit)
-        return body
+        finally:
+            watchdog.close()
 
-    def _timed_out(self, _limit: float) -> PrometheusError:
+    def _read_body(self, reply: http.client.HTTPResponse, watchdog: Watchdog) -> bytes:
+        """The whole body, refused the moment it passes ``max_reply_bytes`` (a Content-Length
+        over it: before a byte is read)."""
+        length = (reply.headers.get("Content-Length") or "").strip()
+        if (
+            length.isascii()
+            and length.isdigit()
+            and (len(length) > 18 or int(length) > self.max_reply_bytes)
+        ):
+            raise self._too_large()
+        chunks: list[bytes] = []
+        total = 0
+        while chunk := reply.read1(_CHUNK_BYTES):
+            total += len(chunk)
+            if total > self.max_reply_bytes:
+                raise self._too_large()
+            chunks.append(chunk)
+        if watchdog.fired:  # the shut-down socket read as the end of the body
+            raise self._timed_out()
+        return b"".join(chunks)
+
+    def _too_large(self) -> PrometheusError:
+        return PrometheusError(
+            f"Prometheus at {self.base_url}: answer too large (over {self.max_reply_bytes} bytes)"
+        )
+
+    def _timed_out(self) -> PrometheusError:
         # the whole read's limit (one query may have been given only what was left of it)
         return PrometheusError(
             f"Prometheus at {self.base_url} did not answer within {self.timeout_s:g} s"
@@ -258,13 +326,14 @@ class PrometheusClient:
         if 300 <= code < 400:
             target = exc.headers.get("Location", "?") if exc.headers else "?"
             return PrometheusError(
-                f"{where} redirects to {target} (HTTP {code}): give that URL to --prometheus"
+                f"{where} redirects to {_detail(target)} (HTTP {code}): give that URL to "
+                "--prometheus"
             )
         detail = ""
         try:
-            reply = json.loads(exc.read(65536))
+            reply = _json(exc.read(65536))
             if isinstance(reply, dict) and reply.get("error"):
-                detail = f": {reply['error']}"
+                detail = f": {_detail(reply['error'])}"
         except (OSError, ValueError, http.client.HTTPException):
             pass
         if code == 404 and not detail:
@@ -275,13 +344,18 @@ class PrometheusClient:
         """The answer's result list (of ``kind``: vector or matrix) and its label cleaner."""
         not_prometheus = self._not_prometheus()
         try:
-            reply = json.loads(body)
+            reply = _json(body)
+        except _TooDeep:
+            raise PrometheusError(
+                f"Prometheus at {self.base_url} answered JSON nested too deeply to read"
+            ) from None
         except ValueError:
             raise not_prometheus from None
         if not isinstance(reply, dict) or "status" not in reply:
             raise not_prometheus
         if reply["status"] != "success":
-            raise PrometheusError(f"Prometheus query {promql!r} failed: {reply.get('error', '?')}")
+            error = _detail(reply.get("error", "?"))
+            raise PrometheusError(f"Prometheus query {promql!r} failed: {error}")
         data = reply.get("data")
         if not isinstance(data, dict) or data.get("resultType") != kind:
             raise not_prometheus
@@ -297,37 +371,81 @@ class PrometheusClient:
         )
 
     def _answer(self, body: bytes, promql: str) -> Answer:
+        """The instant vector; a series that cannot be read, or whose value is not a finite
+        number, is skipped and counted (one bad exporter never fails the whole fleet)."""
         result, labeled = self._result(body, promql, "vector")
         series: list[Series] = []
         add, isfinite = series.append, math.isfinite
-        stamp: object = time.time()
-        try:
-            for item in result:
-                labels = labeled(item["metric"])
-                stamp, text = item["value"]
-                value = float(text)
-                if isfinite(value):
-                    add(Series(labels, value))
-            at = float(stamp)  # type: ignore[arg-type]
-        except (KeyError, TypeError, ValueError, AttributeError):
-            raise self._not_prometheus() from None
-        return Answer(at=at, series=tuple(series))
-
-    def _range_answer(self, body: bytes, promql: str) -> RangeAnswer:
-        result, labeled = self._result(body, promql, "matrix")
-        series = []
+        at: float | None = None
+        skipped = 0
         for item in result:
             try:
                 labels = labeled(item["metric"])
-                points = tuple(
-                    (float(stamp), value)
-                    for stamp, text in item["values"]
-                    if math.isfinite(value := float(text))
-                )
+                pair = item["value"]
+                if type(pair) is not list:
+                    raise TypeError("a value that is not [time, text]")
+                stamp, text = pair
+                value = float(text) if type(text) is str else math.nan
             except (KeyError, TypeError, ValueError, AttributeError):
-                raise self._not_prometheus() from None
-            series.append(RangeSeries(labels=labels, points=points))
+                skipped += 1
+                continue
+            if not isfinite(value):
+                skipped += 1
+                continue
+            if at is None and _is_stamp(stamp):
+                at = float(stamp)
+            add(Series(labels, value))
+        return Answer(at=time.time() if at is None else at, series=tuple(series), skipped=skipped)
+
+    def _range_answer(self, body: bytes, promql: str) -> RangeAnswer:
+        """The range vector; unreadable series are skipped, points that are not a finite value
+        at a real time are left out."""
+        result, labeled = self._result(body, promql, "matrix")
+        series = []
+        isfinite = math.isfinite
+        for item in result:
+            try:
+                labels = labeled(item["metric"])
+                points = []
+                for stamp, text in item["values"]:
+                    value = float(text) if type(text) is str else math.nan
+                    if isfinite(value) and _is_stamp(stamp):
+                        points.append((float(stamp), value))
+            except (KeyError, TypeError, ValueError, AttributeError):
+                continue
+            series.append(RangeSeries(labels=labels, points=tuple(points)))
         return RangeAnswer(series=tuple(series))
+
+
+class _TooDeep(ValueError):
+    """JSON nested deeper than the decoder's recursion limit."""
+
+
+def _json(body: bytes) -> Any:
+    """``json.loads``, with nesting too deep for it a ValueError instead of a RecursionError.
+
+    The C decoder counts its nesting against Python's recursion limit (about 1,000) and raises
+    cleanly there: a body 100,000 deep costs 1,000 steps, not a crash. A Prometheus answer is
+    five deep.
+    """
+    try:
+        return json.loads(body)
+    except RecursionError:
+        raise _TooDeep("nested too deeply") from None
+
+
+def _is_stamp(value: object) -> bool:
+    """A Unix time as Prometheus writes one (a JSON number), within the plausible range."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return 0 < value < MAX_STAMP
+
+
+def _detail(text: object) -> str:
+    """A server's text (an error, a Location) for our one line: cleaned, at most a few hundred
+    characters."""
+    shown = clean(str(text))
+    return shown if len(shown) <= MAX_ERROR_CHARS else shown[: MAX_ERROR_CHARS - 1] + "…"
 
 
 Labeler = Callable[[Any], dict[str, str]]
@@ -348,9 +466,11 @@ def _labeler(body: bytes) -> Labeler:
 
     def once(text: object) -> str:
         # the same few strings (jobs, hosts, models) come back thousands of times
+        if type(text) is not str:
+            raise TypeError("a label that is not a string")
         done = cleaned.get(text)
         if done is None:
-            done = cleaned[text] = clean(str(text))
+            done = cleaned[text] = clean(text)
         return done
 
     return lambda metric: {once(k): once(v) for k, v in metric.items()}

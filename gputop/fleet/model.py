@@ -21,6 +21,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from gputop.fleet import bounds
 from gputop.fleet.client import Answer, PrometheusClient, PrometheusError, Series
 
 MIB = 1024 * 1024
@@ -189,6 +190,12 @@ class Fleet:
     at: float
     hosts: tuple[FleetHost, ...]
     history: Mapping[str, HostHistory] = field(default_factory=dict)
+    # series dropped as unbelievable (gputop.fleet.bounds), by reason: never shown or counted
+    skipped: Mapping[str, int] = field(default_factory=dict)
+
+    def skipped_note(self) -> str | None:
+        """One line saying how many series were skipped and why (None: none were)."""
+        return bounds.skipped_note(self.skipped)
 
     @property
     def gpu_count(self) -> int:
@@ -281,6 +288,8 @@ def read_history(
                 continue
             slots = rows.setdefault(name, {}).setdefault(key, [None] * points)
             for stamp, value in series.points:
+                if not bounds.in_bounds(value, bounds.PERCENT):
+                    continue  # a hostile or broken exporter's reading: never drawn
                 index = round((stamp - start) / step_s)
                 if 0 <= index < points and slots[index] is None:  # hostname before Hostname
                     slots[index] = value
@@ -335,7 +344,7 @@ class FleetReader:
                 self._place(answers["used"])
                 return answers
             series.extend(Series(labels, s.value) for labels in places)
-        answers["used"] = Answer(at=by_uuid.at, series=tuple(series))
+        answers["used"] = Answer(at=by_uuid.at, series=tuple(series), skipped=by_uuid.skipped)
         return answers
 
     def _place(self, used: Answer) -> None:
@@ -565,13 +574,16 @@ def _placeable(labels: Mapping[str, str]) -> bool:
 
 
 def _index(text: str) -> tuple[int, str]:
-    return (int(text), "") if text.isdigit() else (1 << 30, text)
+    """A sort key: numbers (ASCII digits only: int() refuses "²", and 5,000 digits) first."""
+    return (int(text), "") if bounds.is_number(text, 9) else (1 << 30, text)
 
 
 def build_fleet(answers: Mapping[str, Answer], *, prometheus: str = "") -> Fleet:
-    """The fleet from the answers to :data:`QUERIES` (a missing answer counts as empty)."""
-    at = answers["up"].at if "up" in answers else time.time()
-    return Fleet(prometheus=prometheus, at=at, hosts=_Builder(answers).build())
+    """The fleet from the answers to :data:`QUERIES` (a missing answer counts as empty), without
+    the series it cannot believe (:func:`gputop.fleet.bounds.screen`: counted in ``skipped``)."""
+    screened, skipped = bounds.screen(answers)
+    at = screened["up"].at if "up" in screened else time.time()
+    return Fleet(prometheus=prometheus, at=at, hosts=_Builder(screened).build(), skipped=skipped)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -611,6 +623,12 @@ def read_processes(client: PrometheusClient, host: FleetHost) -> tuple[FleetProc
     found = []
     for s in client.query(promql).series:
         labels = s.labels
+        if not (
+            bounds.gpu_label_ok(labels)
+            and bounds.is_number(labels.get("pid", ""), bounds.PID_DIGITS)
+            and bounds.in_bounds(s.value, (0.0, bounds.MAX_GPU_BYTES))
+        ):
+            continue  # a hostile or broken exporter's series: never shown
         found.append(
             FleetProcess(
                 gpu=labels.get("gpu", ""),

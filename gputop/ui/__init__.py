@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from gputop.errors import UsageError
+from gputop.ui.terminal_kind import INSTEAD
 
 if TYPE_CHECKING:
     from gputop.engine.history import History
@@ -20,23 +21,35 @@ if TYPE_CHECKING:
     from gputop.exits import ExitSignals
     from gputop.ui.app import GputopApp
 
-NEEDS_TERMINAL = "the dashboard needs a terminal; use --once, --json or query for scripts"
+NEEDS_TERMINAL = "the dashboard needs a terminal; {instead} for scripts"
 
 
-def ensure_terminal() -> None:
+def ensure_terminal(instead: str = INSTEAD) -> None:
     """Give the dashboard a terminal to read keys from (fd 0) and draw on (fd 2, Textual's).
 
     ``echo | gputop`` or ``gputop 2>log``: the controlling terminal, /dev/tty, takes the place of
     the redirected end, as less and vim do. With no terminal at all (cron, a service, setsid)
-    UsageError: the dashboard would only write escape codes into a file until killed.
+    UsageError: the dashboard would only write escape codes into a file until killed. The same,
+    before any escape code, for a terminal that cannot draw one (TERM=dumb, unset, unknown:
+    :mod:`gputop.ui.terminal_kind`). ``instead``: what each refusal points to ("use --once, …").
     """
+    _take_terminal(instead)
+    from gputop.ui.terminal_kind import refusal
+
+    why = refusal(os.environ.get("TERM"), instead=instead)
+    if why is not None:
+        raise UsageError(why)
+
+
+def _take_terminal(instead: str) -> None:
+    """/dev/tty in place of each redirected standard fd but stdout; UsageError without one."""
     redirected = [fd for fd in (0, 1, 2) if not os.isatty(fd)]
     if not redirected:
         return
     try:
         tty = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
     except OSError:
-        raise UsageError(NEEDS_TERMINAL) from None
+        raise UsageError(NEEDS_TERMINAL.format(instead=instead)) from None
     try:
         for fd in redirected:
             if fd != 1:  # nothing is written on stdout: `gputop >file` may keep its file
@@ -204,9 +217,9 @@ def _quit_from_signal(app: GputopApp) -> None:
         loop = asyncio.get_running_loop()
     except RuntimeError:
         raise KeyboardInterrupt from None
-    # A closed terminal sends SIGHUP and then SIGCONT; Textual's SIGCONT handler would start
-    # application mode again (new input and writer threads that nobody stops, and the process
-    # never exits). We are quitting: nothing is to be resumed.
+    # A closed terminal sends SIGHUP and then SIGCONT; the driver's SIGCONT handler would take
+    # the terminal back and paint it all again (Textual's own started application mode again:
+    # threads nobody stopped). We are quitting: nothing is to be resumed.
     signal.signal(signal.SIGCONT, signal.SIG_DFL)
     loop.call_soon_threadsafe(app.exit)
 

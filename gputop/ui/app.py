@@ -12,9 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
+from textual import events
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.driver import Driver
+from textual.geometry import Size
 from textual.reactive import var
 from textual.screen import Screen
 
@@ -28,6 +30,7 @@ from gputop.ui.messages import SnapshotReady
 from gputop.ui.screens.help import HelpScreen, key_sections
 from gputop.ui.screens.main import MainScreen
 from gputop.ui.screens.process_detail import ProcessDetailScreen
+from gputop.ui.screens.too_small import TooSmallScreen, too_small
 
 # The -/+ keys walk these; each lies within the bounds every interval obeys (argtypes, tested).
 INTERVAL_STEPS_S = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0)
@@ -102,6 +105,8 @@ class GputopApp(App[int]):
         if self.requested_theme:
             self.theme = self.requested_theme
         self.set_interval(1.0, self.check_stale)
+        # A dialog opened while the window is too small is covered at once (after the push).
+        self.screen_change_signal.subscribe(self, lambda _screen: self.call_later(self.fit_size))
         if self.sampler is not None:
             self.sampler.start()
 
@@ -112,6 +117,22 @@ class GputopApp(App[int]):
     def on_unmount(self) -> None:
         if self.sampler is not None:
             self.sampler.stop()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.fit_size(event.size)  # called before Textual's own handler sets self.size
+
+    def fit_size(self, size: Size | None = None) -> None:
+        """Below the smallest size a dialog is covered by the "too small" message, and shown
+        again as it was once the window grows (the main screen covers its own widgets)."""
+        width, height = size or self.size
+        tiny, top = too_small(width, height), self.screen
+        if isinstance(top, TooSmallScreen):
+            if tiny:
+                top.show_size(width, height)
+            else:
+                self.pop_screen()
+        elif tiny and top is not self.main_screen:
+            self.push_screen(TooSmallScreen(width, height))
 
     # -- data ---------------------------------------------------------------------------
     def on_snapshot_ready(self, message: SnapshotReady) -> None:
@@ -164,7 +185,7 @@ class GputopApp(App[int]):
         self.interval_s = next_interval(self.interval_s, step)
         if self.sampler is not None:
             self.sampler.interval_s = self.interval_s
-        self.notify(f"sampling every {self.interval_s:g} s", timeout=2)
+        self.notify(f"sampling every {self.interval_s:g} s", timeout=2, markup=False)
 
     def action_help(self) -> None:
         # Every key of every screen, whatever screen is on top.

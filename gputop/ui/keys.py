@@ -27,7 +27,13 @@ def signal_keys(whom: str) -> list[Binding]:
     and I on that signal. Wherever a process is chosen: the main view and the process detail.
     """
     return [
-        Binding("k,f9", "kill", "Kill", tooltip=f"signal {whom}: TERM, KILL or INT"),
+        Binding(
+            "k,f9",
+            "kill",
+            "Kill",
+            # whom: the callers' own words; a tooltip must be a str (Textual reads it as markup)
+            tooltip=f"signal {whom}: TERM, KILL or INT",  # markup: source
+        ),
         *(
             Binding(key, f"kill('{signal}')", signal, show=False, tooltip=SIGNAL_PRESET_HELP)
             for key, signal in (("T", "TERM"), ("K", "KILL"), ("I", "INT"))

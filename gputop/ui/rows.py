@@ -13,6 +13,7 @@ from enum import StrEnum
 from itertools import repeat
 
 from gputop import units
+from gputop.cells import truncate
 from gputop.engine.model import ProcessRow, ProcessType, ProcInfo, ProcState
 
 
@@ -292,9 +293,8 @@ def _as_tree(rows: list[ProcessRow]) -> list[tuple[ProcessRow, int]]:
 
 
 def _user(name: str | None) -> str:
-    if name is None:
-        return units.NA
-    return name if len(name) <= USER_WIDTH else name[: USER_WIDTH - 1] + "…"
+    # Cut in cells (a CJK character takes two), so that the next column does not move.
+    return units.NA if name is None else truncate(name, USER_WIDTH)
 
 
 def _container_label(row: ProcessRow) -> str | None:
@@ -307,8 +307,7 @@ def _container(row: ProcessRow) -> str:
     box = row.info.container
     if box is None:
         return "-"
-    label = box.label
-    return label if len(label) <= CONTAINER_WIDTH else label[: CONTAINER_WIDTH - 1] + "…"
+    return truncate(box.label, CONTAINER_WIDTH)
 
 
 def short_command(row: ProcessRow) -> str:

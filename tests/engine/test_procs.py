@@ -21,6 +21,7 @@ from gputop.engine.procs import (
 from gputop.engine.sanitize import clean
 from gputop.errors import GputopError
 from tests.engine.spawn import PY, ZOMBIE_PARENT, Spawner, status_of, wait_until
+from tests.users import added_user
 
 
 def _gone_pid() -> int:
@@ -318,3 +319,23 @@ def test_a_fresh_read_is_a_full_reading_whatever_its_age() -> None:
     clock.now += 1
     assert reader.read(os.getpid(), fresh=True).uid == os.getuid()
     assert reader.full_reads == 2
+
+
+def test_a_uid_given_to_a_new_user_shows_the_new_name_not_the_old() -> None:
+    """userdel, then useradd with the same uid: the dashboard's rows (read from /proc, the user
+    name remembered by uid) must name the new user, not the one remembered from before."""
+    uid = 61_234
+
+    def shown_user() -> str | None:
+        proc = subprocess.Popen(["/bin/sleep", "60"], user=uid, group=0, extra_groups=[])
+        try:
+            return ProcReader().read_many([proc.pid])[proc.pid].user
+        finally:
+            proc.kill()
+            proc.wait()
+
+    with added_user("gputop-old", uid=uid):
+        assert shown_user() == "gputop-old"
+    with added_user("gputop-new", uid=uid):
+        # /etc/passwd is looked at once a second at most.
+        assert wait_until(lambda: shown_user() == "gputop-new", timeout_s=3), shown_user()

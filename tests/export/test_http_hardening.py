@@ -126,17 +126,32 @@ def test_the_server_still_scrapes_after_dropping_idle_connections(
         assert b"DCGM_FI_DEV_GPU_UTIL{" in response.read()
 
 
-def test_past_the_waiting_limit_the_oldest_connection_is_dropped(
+def _refused_within(sock: socket.socket, limit_s: float) -> float:
+    """Seconds until the server answered ``sock`` 503 with Retry-After and closed it."""
+    start = time.monotonic()
+    sock.settimeout(limit_s)
+    answer = b""
+    try:
+        while chunk := sock.recv(1024):
+            answer += chunk
+    except TimeoutError:
+        pytest.fail(f"the server kept the connection open for {limit_s} s: {answer!r}")
+    assert answer.startswith(b"HTTP/1.0 503 Service Unavailable\r\n"), answer
+    assert b"\r\nRetry-After: 1\r\n" in answer, answer
+    return time.monotonic() - start
+
+
+def test_past_the_waiting_limit_the_oldest_connection_is_refused_with_503(
     sim_source: SimFactory, serve: type[Served], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(export_http, "MAX_WAITING", 5)
     served = serve(sim_source("demo")[0], 60.0)  # the default timeout: 5 s
     idle = [_connect(served.server.port) for _ in range(6)]
     try:
-        assert _closed_within(idle[0], 2.0) < 2.0
-        with urllib.request.urlopen(served.url, timeout=5) as response:  # drops idle[1]
+        assert _refused_within(idle[0], 2.0) < 2.0
+        with urllib.request.urlopen(served.url, timeout=5) as response:  # evicts idle[1]
             assert b"DCGM_FI_DEV_GPU_UTIL{" in response.read()
-        _closed_within(idle[1], 2.0)
+        _refused_within(idle[1], 2.0)
         idle[2].settimeout(0.2)
         with pytest.raises(TimeoutError):
             idle[2].recv(1)  # still open, still waiting

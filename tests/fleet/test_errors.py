@@ -233,7 +233,9 @@ def test_the_overview_without_a_terminal_says_use_once() -> None:
         timeout=60,
     )
     assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr.startswith("gputop: the dashboard needs a terminal; use --once, --json")
+    assert done.stderr == (
+        "gputop: the dashboard needs a terminal; use fleet --once or fleet --json for scripts\n"
+    )
 
 
 def test_once_and_json_load_neither_textual_nor_pynvml() -> None:

@@ -127,3 +127,20 @@ def test_max_share_spaces_out_costly_reads(
     assert source.calls <= most
     if max_share is None:
         assert source.calls >= 40
+
+
+def test_a_wide_stage_name_keeps_the_columns_in_line(
+    sim_source: Callable[..., Any], no_torch: None
+) -> None:
+    """A CJK label takes two cells a character: the time column starts in one place on screen."""
+    from rich.cells import cell_len
+
+    source, _ = sim_source(memory_scenario(second_gpu=False))
+    with gputop.stages(interval_s=0.01, source=source) as s:
+        with s("训练训练训练"):  # 6 characters, 12 cells: wider than the header
+            pass
+        with s("eval"):
+            pass
+    lines = str(s).splitlines()[1:]
+    ends = {cell_len(line[: line.index(" s")]) for line in lines[1:]}  # where each time ends
+    assert len(ends) == 1, lines

@@ -111,3 +111,25 @@ def test_the_detail_names_the_container_and_pod() -> None:
         assert "container     none" in info_text(app)
 
     run(body, first=snapshot(rows), size=(120, 40))
+
+
+def test_children_with_a_wide_user_name_keep_their_commands_in_one_column(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A CJK user name takes two cells a character: the commands still start in one column."""
+    from rich.cells import cell_len
+
+    kids = [
+        ProcInfo(pid=4321, user="用户", cmdline=("python", "a.py")),  # 2 characters, 4 cells
+        ProcInfo(pid=4322, user="zed", cmdline=("python", "b.py")),
+    ]
+    monkeypatch.setattr(procs, "children", lambda pid: kids)
+
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        await pilot.press("down", "enter")
+        await proc_reads_shown(app, pilot)
+        lines = [line for line in info_text(app).splitlines() if "python " in line]
+        starts = {cell_len(line[: line.index("python ")]) for line in lines}
+        assert len(lines) == 2 and len(starts) == 1, lines
+
+    run(body)

@@ -22,7 +22,7 @@ def run_fleet_dashboard(
     from gputop.exits import EXIT_SIGNALS, handling
     from gputop.ui import _quit_from_signal, ensure_terminal
 
-    ensure_terminal()
+    ensure_terminal(instead="use fleet --once or fleet --json")
     from textual.theme import BUILTIN_THEMES
 
     from gputop.fleet.model import HISTORY_STEP_S, FleetReader, read_processes

@@ -8,6 +8,7 @@ from textual.widgets import Static
 
 from gputop.fleet.model import FleetGpu
 from gputop.fleet.text import gib
+from gputop.ui.plain import plain
 from gputop.ui.text import bar
 
 BAR_WIDTH = 12
@@ -40,5 +41,6 @@ class GpuCard(Static):
     def show(self, gpu: FleetGpu) -> None:
         """Paint this reading (the border title names the GPU)."""
         self.gpu = gpu
-        self.border_title = f"GPU {gpu.gpu}" + (f" · {gpu.model}" if gpu.model else "")
+        # Text: the GPU's label and model are an exporter's words, never markup.
+        self.border_title = plain(f"GPU {gpu.gpu}" + (f" · {gpu.model}" if gpu.model else ""))
         self.update(Text("\n".join(card_lines(gpu)), no_wrap=True, overflow="ellipsis"))

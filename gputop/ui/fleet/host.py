@@ -21,6 +21,7 @@ from gputop.fleet.model import FleetGpu, FleetHost, FleetProcess
 from gputop.fleet.text import gib, stuck_words
 from gputop.ui.fleet.gpu_card import CARD_WIDTH, GpuCard
 from gputop.ui.fleet.poller import FleetPoller
+from gputop.ui.plain import plain
 
 ReadProcesses = Callable[[FleetHost], "tuple[FleetProcess, ...] | None"]
 
@@ -28,8 +29,9 @@ PROCESS_COLUMNS = ("GPU", "PID", "USER", "COMMAND", "CONTAINER", "GPU MEMORY")
 RIGHT = frozenset({"GPU", "PID", "GPU MEMORY"})
 
 
-def signal_hint(host: str) -> str:
-    return f"read-only: signals are sent on the box: ssh {host} gputop"
+def signal_hint(host: str) -> Text:
+    """Where to send a signal from (the host's name is a label: shown as written)."""
+    return plain(f"read-only: signals are sent on the box: ssh {host} gputop")
 
 
 class HostScreen(Screen[None]):
@@ -70,7 +72,7 @@ class HostScreen(Screen[None]):
 
     def on_mount(self) -> None:
         for column in PROCESS_COLUMNS:
-            self.query_one("#host-processes", DataTable).add_column(column, key=column)
+            self.query_one("#host-processes", DataTable).add_column(plain(column), key=column)
         self.show_state()
         self.query_one("#host-processes", DataTable).focus()
 
@@ -136,13 +138,13 @@ class HostScreen(Screen[None]):
         table: DataTable[Text] = self.query_one("#host-processes", DataTable)
         table.clear()
         if self.processes_error is not None:
-            title.update(Text(f"Processes: {self.processes_error}", style="bold red"))
+            title.update(plain(f"Processes: {self.processes_error}", style="bold red"))
         elif not self.processes_read:
             title.update("Processes: reading…")
         elif self.processes is None:
             title.update("Processes: not known (dcgm-exporter only: run gputop export there)")
         else:
-            title.update(f"Processes ({len(self.processes)})")
+            title.update(plain(f"Processes ({len(self.processes)})"))
             for proc in self.processes:
                 cells = {
                     "GPU": proc.gpu,
@@ -156,4 +158,4 @@ class HostScreen(Screen[None]):
 
     @staticmethod
     def _cell(column: str, value: str) -> Text:
-        return Text(value, justify="right" if column in RIGHT else "left")
+        return plain(value, justify="right" if column in RIGHT else "left")

@@ -21,6 +21,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from gputop import cells as C
 from gputop.ui.paint.row_cursor import CURSOR_BINDINGS, RowCursor
 
 GAP = 2  # spaces between columns
@@ -87,22 +88,22 @@ class HostTable(RowCursor, ScrollView, can_focus=True):
         self.rows = tuple(rows)
         if labels is not None:
             self.labels = tuple(labels)
-        widths = [len(label) for label in self.labels]
+        # In terminal cells (gputop.cells): a CJK character takes two.
+        widths = [C.cell_len(label) for label in self.labels]
         for row in self.rows:
             for i, cell in enumerate(row.cells):
-                if len(cell) > widths[i]:
-                    widths[i] = len(cell)
+                widths[i] = max(widths[i], C.cell_len(cell))
         if tuple(widths) != self._widths:
             self._widths = tuple(widths)
             self._set_format()
-        self._header = self._format.format(*self.labels)
+        self._header = self._line(self.labels)
         self._lines = [""] * len(self.rows)
         names = [r.name for r in self.rows]
         if current is not None and current in names:
             self.cursor = names.index(current)
         else:
             self.cursor = max(0, min(self.cursor, len(self.rows) - 1))
-        self.virtual_size = Size(len(self._header), len(self.rows) + 1)
+        self.virtual_size = Size(C.cell_len(self._header), len(self.rows) + 1)
         self.refresh()
 
     @property
@@ -169,10 +170,21 @@ class HostTable(RowCursor, ScrollView, can_focus=True):
             row = self.rows[index]
             text = self._lines[index]
             if not text:
-                text = self._lines[index] = self._format.format(*row.cells)
+                text = self._lines[index] = self._line(row.cells)
             style = base
             if row.state:
                 style = self._style(f"host-table--{row.state}")
             if index == self.cursor:
                 style += self._style("host-table--cursor")
-        return self._paint(y, text[scroll_x : scroll_x + width].ljust(width), style, width, Strip)
+        # Exactly ``width`` cells, or the terminal keeps another row's text past a short one.
+        return self._paint(y, C.window(text, scroll_x, width), style, width, Strip)
+
+    def _line(self, cells: Sequence[str]) -> str:
+        line = self._format.format(*cells)
+        if line.isascii():  # a cell a character: the format's padding is right
+            return line
+        pads = (
+            C.rjust(cell, width) if column in self.right else C.ljust(cell, width)
+            for cell, column, width in zip(cells, self.columns, self._widths, strict=True)
+        )
+        return " " + (" " * GAP).join(pads)

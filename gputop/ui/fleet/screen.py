@@ -19,6 +19,7 @@ from gputop.fleet.model import HISTORY_POINTS, HISTORY_STEP_S, Fleet, FleetHost,
 from gputop.fleet.text import COLUMNS, RIGHT, host_cells, render_stuck_report
 from gputop.ui.fleet.host_table import HostRow, HostTable
 from gputop.ui.fleet.poller import FleetPoller, stale_s
+from gputop.ui.plain import plain
 from gputop.ui.text import sparkline
 
 _WINDOW = f"{(HISTORY_POINTS - 1) * HISTORY_STEP_S / 60:.0f}m"
@@ -83,11 +84,25 @@ def header_text(
         if down:
             text.append(f" ({down} down)", style="bold red")
         text.append(f"  {fleet.gpu_count} GPUs")
+        skipped = sum(fleet.skipped.values())
+        if skipped:  # why, at the end of the stuck report
+            text.append(f"  {skipped} series skipped", style="bold yellow")
         text.append(f"  {time.strftime('%H:%M:%S', time.localtime(fleet.at))}")
     if stale is not None:
         text.append("  ")
         text.append(f" STALE {stale:.0f} s ", style="bold reverse red")
     return text
+
+
+def _report(fleet: Fleet | None) -> str:
+    """The stuck report, then what was skipped as unbelievable and why (one line)."""
+    if fleet is None:
+        return ""
+    lines = [render_stuck_report(fleet).rstrip()] if fleet.hosts else []
+    note = fleet.skipped_note()
+    if note is not None:
+        lines.append(f"Note: {note}.")
+    return "\n".join(lines)
 
 
 class FleetScreen(Screen[None]):
@@ -146,11 +161,10 @@ class FleetScreen(Screen[None]):
         table = self.query_one("#fleet-hosts", HostTable)
         table.show([_row(h, history.get(h.name)) for h in hosts], [*labels, *SPARK_COLUMNS])
         report = self.query_one("#fleet-stuck", Static)
-        report.update(
-            "" if fleet is None or not fleet.hosts else render_stuck_report(fleet).rstrip()
-        )
+        # Host names and Prometheus's error texts are other machines' words: never markup.
+        report.update(plain(_report(fleet)))
         error = self.query_one("#fleet-error", Static)
-        error.update(state.error or "")
+        error.update(plain(state.error or ""))
         error.set_class(state.error is not None, "shown")
         self.show_header()
 

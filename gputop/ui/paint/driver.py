@@ -15,17 +15,32 @@ Private Textual names, each with Textual's own input thread as the fallback: the
 ``_timeout_time`` (missing: poll every 0.1 s, as Textual does) and the driver's ``_debug`` and
 ``_file`` (missing: no debug, stderr, as Textual's LinuxDriver). ``GPUTOP_PLAIN_TEXTUAL=1``
 (``gputop.ui.paint.PLAIN_TEXTUAL``) runs Textual's input thread.
+
+Stopping and continuing (SIGSTOP or SIGTSTP, then SIGCONT, any number of times) is handled here
+whatever PLAIN_TEXTUAL says: it is a fix, not a faster path. Textual's own SIGCONT handler started
+application mode again even when nothing had stopped it (a plain SIGSTOP): a second writer and a
+second input thread, the first one never woken again, so ``q`` left the process hanging at exit
+with a blank screen. And Textual did that work inside the signal handler, which may interrupt the
+event loop while it holds the writer queue's lock. Here both handlers only queue the work on the
+event loop; SIGCONT starts application mode again only after a SIGTSTP stopped it, otherwise it
+takes the terminal back (raw mode, alternate screen, mouse), and either way the whole screen is
+painted again. Private names again, looked up with a default: the driver's ``_app``,
+``_writer_thread``, ``_auto_restart`` and ``_mouse``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import selectors
+import signal
 import sys
+import termios
 import threading
 from codecs import getincrementaldecoder
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 from textual.drivers.linux_driver import LinuxDriver
@@ -44,6 +59,13 @@ except ImportError:  # pragma: no cover - a Textual that moved it: its own input
 # Used when the parser is waiting for the rest of an escape sequence, or when a future Textual
 # no longer tells us (then this is Textual's own behaviour).
 PENDING_POLL_S = 0.1
+
+_MISSING = object()  # a private Textual name that a future Textual no longer has
+
+# What Textual's start_application_mode() turns on, written again after a plain SIGSTOP:
+# alternate screen, cursor hidden, focus events, bracketed paste, no line wrap; the mouse.
+TAKE_BACK = "\x1b[?1049h\x1b[?25l\x1b[?1004h\x1b[?2004h\x1b[?7l"
+MOUSE_ON = "\x1b[?1000h\x1b[?1003h\x1b[?1015h\x1b[?1006h"
 
 
 def _pending(parser: Any) -> bool:
@@ -127,6 +149,14 @@ class CalmLinuxDriver(LinuxDriver):
         self.exit_event: WakingEvent = WakingEvent()
         # None where the terminal takes Unicode (UTF-8): then write() costs nothing more.
         self._to_terminal = glyphs.translator(glyphs.output_encoding(self._output()))
+        self._app_loop: asyncio.AbstractEventLoop | None = None  # the app's, once started
+        self._mode_on = False  # application mode is on: the terminal is ours
+        self._stopped_by_tstp = False  # SIGTSTP ended application mode: SIGCONT starts it
+        self._continued = False  # a SIGCONT came after the last SIGTSTP
+        self._raw_attrs: list[Any] | None = None  # the terminal modes application mode set
+        # Textual's __init__ installed its own handlers for these two; see the module docstring.
+        signal.signal(signal.SIGTSTP, self._on_sigtstp)
+        signal.signal(signal.SIGCONT, self._on_sigcont)
 
     def _output(self) -> Any:
         """The stream Textual writes to: its private ``_file``, else stderr (as LinuxDriver)."""
@@ -143,6 +173,86 @@ class CalmLinuxDriver(LinuxDriver):
     def write(self, data: str) -> None:
         to_terminal = self._to_terminal
         super().write(data if to_terminal is None else to_terminal(data))
+
+    def start_application_mode(self) -> None:
+        self._app_loop = asyncio.get_running_loop()
+        writer = getattr(self, "_writer_thread", _MISSING)
+        super().start_application_mode()  # type: ignore[no-untyped-call]
+        # Textual returns without starting anything when a background job may not touch the
+        # terminal (it stops the process instead): then there is no new writer thread.
+        started = getattr(self, "_writer_thread", _MISSING)
+        self._mode_on = started is _MISSING or started is not writer
+        self._raw_attrs = None
+        if self._mode_on:
+            with contextlib.suppress(termios.error):
+                self._raw_attrs = termios.tcgetattr(self.fileno)
+
+    def stop_application_mode(self) -> None:
+        self._mode_on = False
+        super().stop_application_mode()
+
+    def _on_sigtstp(self, _signum: int, _frame: FrameType | None) -> None:
+        """SIGTSTP (``kill -TSTP``, Textual's suspend_process): leave the terminal, then stop."""
+        self._continued = False
+        if not self._on_loop(self._suspend_and_stop):
+            os.kill(os.getpid(), signal.SIGSTOP)  # no app running: nothing to put back
+
+    def _on_sigcont(self, _signum: int, _frame: FrameType | None) -> None:
+        """SIGCONT, after SIGTSTP or a plain SIGSTOP: take the terminal back and repaint."""
+        self._continued = True
+        self._on_loop(self._continue)
+
+    def _on_loop(self, work: Callable[[], None]) -> bool:
+        """Run ``work`` on the app's event loop; False when there is none (not yet, or no more).
+
+        Called from a signal handler: call_soon_threadsafe is all that is safe there.
+        """
+        loop = self._app_loop
+        if loop is None or loop.is_closed():
+            return False
+        try:
+            loop.call_soon_threadsafe(work)
+        except RuntimeError:  # closed meanwhile
+            return False
+        return True
+
+    def _suspend_and_stop(self) -> None:
+        if self._mode_on and getattr(self, "_auto_restart", True):
+            self.suspend_application_mode()  # the terminal as before gputop; threads ended
+            self._stopped_by_tstp = True
+        # Leaving the terminal can wait on a slow one; a SIGCONT that came meanwhile already
+        # undid this stop (stopping now would wait for one more that nobody sends).
+        if not self._continued:
+            os.kill(os.getpid(), signal.SIGSTOP)
+
+    def _continue(self) -> None:
+        if self._stopped_by_tstp:
+            self.resume_application_mode()
+            if not self._mode_on:
+                return  # still in the background: Textual stopped the process again
+            self._stopped_by_tstp = False
+        elif self._mode_on:
+            self._take_terminal_back()
+        else:
+            return  # quitting, or never started: nothing to resume
+        app = getattr(self, "_app", None)
+        if app is not None:
+            # The screen may be blank (a new alternate screen) or show the shell's lines.
+            app.refresh(layout=True)
+
+    def _take_terminal_back(self) -> None:
+        """Application mode's terminal state again, after a SIGSTOP that Textual never saw.
+
+        The shell that got the terminal meanwhile may have put back its own modes (cooked,
+        echoing). Threads and Kitty's pushed key flags are left as they are: both still hold.
+        """
+        if self._raw_attrs is not None:
+            # In the background this stops the process (SIGTTOU) until it is in front again.
+            with contextlib.suppress(termios.error):
+                termios.tcsetattr(self.fileno, termios.TCSANOW, self._raw_attrs)
+        mouse = MOUSE_ON if getattr(self, "_mouse", True) else ""
+        self.write(TAKE_BACK + mouse)
+        self.flush()
 
     def run_input_thread(self) -> None:
         if not self.calm_input():

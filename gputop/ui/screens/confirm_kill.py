@@ -14,6 +14,7 @@ from textual.widgets import Button, Checkbox, RadioButton, RadioSet, Static
 from gputop import units
 from gputop.engine.kill import GRACE_S, Killer, KillResult, ProcIdentity, Signal
 from gputop.engine.model import ProcessRow
+from gputop.ui.plain import plain
 
 # The signals the dialog offers, in its order: the key that chooses each, and what it does.
 CHOICES = (
@@ -39,7 +40,9 @@ def targets_table(rows: list[ProcessRow]) -> Table:
     for r in rows:
         user = units.NA if r.info.user is None else r.info.user
         mem = units.short_size(r.used_memory_bytes)
-        table.add_row(str(r.pid), user, r.state.value, mem, Text(r.info.command))
+        # Text cells: a str cell is markup to Rich, and a user named "[/]" crashes the dialog.
+        cells = (str(r.pid), user, r.state.value, mem, r.info.command)
+        table.add_row(*(plain(cell) for cell in cells))
     return table
 
 
@@ -62,7 +65,7 @@ class ConfirmKill(ModalScreen[list[KillResult]]):
                 f"{key},{key.upper()}",
                 f"choose('{signal}')",
                 signal,
-                tooltip=f"{signal}: {meaning}",
+                tooltip=f"{signal}: {meaning}",  # markup: source
             )
             for signal, key, meaning in CHOICES
         ),
@@ -91,7 +94,7 @@ class ConfirmKill(ModalScreen[list[KillResult]]):
     def compose(self) -> ComposeResult:
         count = len(self.rows)
         with Vertical(id="kill-dialog") as box:
-            box.border_title = f"Signal {count} process{'es' if count != 1 else ''}"
+            box.border_title = plain(f"Signal {count} process{'es' if count != 1 else ''}")
             with VerticalScroll(id="kill-targets", can_focus=False):
                 yield Static(targets_table(self.rows), id="kill-target-rows")
             with Horizontal(id="kill-options"):
@@ -108,13 +111,15 @@ class ConfirmKill(ModalScreen[list[KillResult]]):
                     Text.assemble(("c", "bold underline"), "  with children"), id="kill-children"
                 )
             yield Static(
-                f"Checked again right before sending; gputop then waits {self.grace_s:g} s "
-                "to see it exit.",
+                plain(
+                    f"Checked again right before sending; gputop then waits {self.grace_s:g} s "
+                    "to see it exit."
+                ),
                 id="kill-hint",
             )
             yield Static("", id="kill-result")
             with Horizontal(id="kill-buttons"):
-                yield Button(f"Send {self.signal}", variant="error", id="kill-send")
+                yield Button(plain(f"Send {self.signal}"), variant="error", id="kill-send")
                 yield Button("Send KILL", variant="error", id="kill-escalate", classes="-hidden")
                 yield Button(
                     "Signal parent", variant="warning", id="kill-parent", classes="-hidden"
@@ -150,7 +155,7 @@ class ConfirmKill(ModalScreen[list[KillResult]]):
         self.signal = signal
         self.query_one(f"#sig-{signal.value}", RadioButton).value = True
         send = self.query_one("#kill-send", Button)
-        send.label = f"Send {signal}"
+        send.label = plain(f"Send {signal}")
         send.focus()  # Enter sends what was just chosen, wherever the focus was
 
     @on(RadioSet.Changed, "#kill-signal")
@@ -192,15 +197,23 @@ class ConfirmKill(ModalScreen[list[KillResult]]):
         self.query_one("#kill-signal", RadioSet).disabled = True
         for button in self.query(Button):
             button.disabled = True
-        self.query_one("#kill-result", Static).update(f"sending SIG{signal.value}…")
+        self.query_one("#kill-result", Static).update(plain(f"sending SIG{signal.value}…"))
         with_children = self.query_one("#kill-children", Checkbox).value
         self._send(targets, signal, with_children)
 
     @work(thread=True, group="kill", exit_on_error=False)
     def _send(self, targets: list[ProcIdentity], signal: Signal, with_children: bool) -> None:
-        # Each process is checked on its own by the Killer right before its signal.
+        # Each process is checked on its own by the Killer right before its signal; the audit
+        # log gets the command this dialog showed for it beside the one read at that check.
+        shown = {identity(r): r.info.command for r in self.rows}
         results = [
-            self.killer.send(t, signal, with_children=with_children, grace_s=self.grace_s)
+            self.killer.send(
+                t,
+                signal,
+                with_children=with_children,
+                grace_s=self.grace_s,
+                command_shown=shown.get(t),
+            )
             for t in targets
         ]
         self.app.call_from_thread(self._show, results)
@@ -227,7 +240,7 @@ class ConfirmKill(ModalScreen[list[KillResult]]):
         parent = self.query_one("#kill-parent", Button)
         parent.set_class(self.suggested_parent is None, "-hidden")
         if self.suggested_parent is not None:
-            parent.label = f"Signal parent {self.suggested_parent.pid}"
+            parent.label = plain(f"Signal parent {self.suggested_parent.pid}")
         for button in self.query(Button):
             button.disabled = False
         self.query_one("#kill-send", Button).disabled = True  # one send per choice; close or KILL

@@ -93,7 +93,7 @@ class GpuDetailScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         from gputop.ui.widgets.plot import HistoryPlot
 
-        yield Static(f"GPU {self.gpu_index}", id="detail-title")
+        yield Static(Text(f"GPU {self.gpu_index}"), id="detail-title")
         with Horizontal(id="detail-body"):
             with VerticalScroll(id="detail-charts"):
                 with Grid(id="charts"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from rich.console import Group, RenderableType
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -136,15 +136,15 @@ class HelpScreen(ModalScreen[None]):
                 keys.add_row()
             keys.add_row(Text(title, style="bold underline"))
             for key, desc in rows:
-                keys.add_row(key, desc)
-        parts: list[RenderableType] = [keys]
+                keys.add_row(Text(key), Text(desc))  # str cells are markup: "[" is a key
+        parts: list[Text | Table] = [keys]
         if self.readonly:
             parts.append(Text("\nread-only session: no signals can be sent"))
         states = Table.grid(padding=(0, 2))
         states.add_column(style="bold", no_wrap=True, width=KEY_COLUMN)
         states.add_column()
         for name, desc in STATES_HELP:
-            states.add_row(name, desc)
+            states.add_row(Text(name), Text(desc))
         parts += [
             Text("\nProcess states", style="bold underline"),
             states,

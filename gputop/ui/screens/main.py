@@ -19,6 +19,8 @@ from gputop.engine.model import ProcessRow, Snapshot
 from gputop.ui import rows as R
 from gputop.ui.bridge import current_user
 from gputop.ui.keys import MAIN_BINDINGS
+from gputop.ui.plain import plain
+from gputop.ui.screens import too_small as TOO_SMALL
 from gputop.ui.screens.confirm_kill import ConfirmKill
 from gputop.ui.screens.gpu_detail import GpuDetailScreen
 from gputop.ui.screens.process_detail import ProcessDetailScreen
@@ -27,7 +29,6 @@ from gputop.ui.widgets.gpu_panel import GpuPanel
 from gputop.ui.widgets.header import HeaderBar
 from gputop.ui.widgets.process_table import ProcessTable
 
-MIN_SIZE = (60, 16)  # below this the screen shows a "terminal too small" message until resized
 SORT_ORDER = tuple(R.Column)
 
 
@@ -81,12 +82,18 @@ class MainScreen(Screen[None]):
         self.watch(app, "stale_s", self._show_stale)
         self.watch(app, "snapshot", self.show_snapshot)
 
+    @property
+    def layers(self) -> tuple[str, ...]:
+        # Textual's own layers (notifications, tooltips) come after the screen's: the message
+        # covers them only on a layer after theirs.
+        return (*super().layers, TOO_SMALL.LAYER)
+
     def on_resize(self, event: events.Resize) -> None:
         self.apply_size(event.size.width, event.size.height)
 
     def apply_size(self, width: int, height: int) -> None:
         """Fit the screen to the terminal: panel density, table columns, or 'too small'."""
-        tiny = width < MIN_SIZE[0] or height < MIN_SIZE[1]
+        tiny = TOO_SMALL.too_small(width, height)
         if tiny and self.focused is not None:
             self._focus_before_tiny = self.focused  # hidden with the rest: given back below
         elif not tiny and self.has_class("-tiny"):
@@ -100,10 +107,7 @@ class MainScreen(Screen[None]):
 
             self.call_after_refresh(refocus)
         self.set_class(tiny, "-tiny")
-        self.too_small.update(
-            f"terminal too small: {width}x{height}\n"
-            f"gputop needs at least {MIN_SIZE[0]}x{MIN_SIZE[1]}: enlarge the window"
-        )
+        self.too_small.update(plain(TOO_SMALL.message(width, height)))
         self.grid.relayout(width, height)
         self.table.set_wide(width >= R.WIDE_MIN_COLUMNS)
         self._update_table_title()  # the sort column may have been hidden or shown

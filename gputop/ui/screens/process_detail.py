@@ -15,7 +15,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual.worker import get_current_worker
 
-from gputop import units
+from gputop import cells, units
 from gputop.engine import procs
 from gputop.engine.holders import held_by
 from gputop.engine.kill import SENDING, Killer, Signal
@@ -75,7 +75,8 @@ def read_proc(row: ProcessRow, dev_dir: str, *, environment: bool) -> ProcReadin
 def _proc_line(info: ProcInfo) -> str:
     if not info.visible:
         return f"{info.pid}  (not visible)"
-    return f"{info.pid:>7}  {info.user or units.NA:<10} {info.command or info.name or '?'}"
+    user = cells.ljust(info.user or units.NA, 10)  # in cells: a CJK name is two a character
+    return f"{info.pid:>7}  {user} {info.command or info.name or '?'}"
 
 
 def _container_text(info: ProcInfo) -> str:

@@ -17,6 +17,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
 from textual.containers import ScrollableContainer
@@ -240,5 +241,5 @@ class GpuGrid(ScrollableContainer, can_focus=False):
             text = ""
         if text != self._note_text:
             self._note_text = text
-            self.note.update(text)
+            self.note.update(Text(text))
             self.note.set_class(bool(text), "-shown")

@@ -30,6 +30,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from gputop import units
+from gputop.cells import ljust, truncate
 from gputop.engine.history import History
 from gputop.engine.model import GpuSample, GpuState, MigDevice
 from gputop.ui import text
@@ -351,13 +352,13 @@ class GpuPanel(FramedLines, Widget, can_focus=True):
 
     def _summary(self, s: GpuSample, width: int) -> Line:
         name = short_name(s.name)
-        name = name if len(name) <= 14 else name[:13] + "…"
+        name = truncate(name, 14)  # in cells: a CJK name must not push the bars right
         cuda = f":c{s.cuda_index}" if s.cuda_index not in (None, s.index) else ""
         digits = self.index_width
         index = f"{s.index:>{digits}}{cuda}"
         line = Line()
         line.append(f"{index:<{2 * digits + 3}}", self._style("label"))
-        line.append(f"{name:<15}")
+        line.append(ljust(name, 15))
         bar_w = max(4, min(16, (width - 68) // 2))
         util = s.utilization_gpu_percent
         line.append("UTIL ", self._style("label"))

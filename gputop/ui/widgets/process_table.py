@@ -19,7 +19,7 @@ rows on a GPU in MIG mode look that up (Snapshot.device_labels); the others show
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import compress, count, repeat
 from operator import attrgetter, is_, is_not
@@ -32,6 +32,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from gputop import cells as C
 from gputop.engine.model import ProcessRow, Snapshot, same_places
 from gputop.ui import rows as R
 from gputop.ui.paint.bare_strip import bare_strip
@@ -106,6 +107,7 @@ class ProcessTable(FramedLines, RowCursor, ScrollView, can_focus=True):
         self._paint_geometry: tuple[int, int, int] | None = None
         self._header_text = ""
         self._line_format = ""
+        self._pads: list[tuple[int, int, Callable[[str, int], str]]] = []
 
     # -- data ---------------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -376,13 +378,16 @@ class ProcessTable(FramedLines, RowCursor, ScrollView, can_focus=True):
 
     def _grow_widths(self, shown: Iterable[_Shown], *, reset: bool) -> dict[R.Column, int]:
         """Column widths only grow between view changes, so columns don't jitter per tick."""
-        widths = {c: len(self.header_label(c)) for c in _ALL}
+        # In terminal cells, as every cell is padded and the line scrolled (gputop.cells).
+        widths = {c: C.cell_len(self.header_label(c)) for c in _ALL}
         if not reset:
             for c in _ALL:
                 widths[c] = max(widths[c], self._widths.get(c, 0))
         columns = zip(*(item.cells for item in shown), strict=True)
         for c, values in zip(_ALL, columns, strict=False):  # no rows: no columns
-            widths[c] = max(widths[c], *map(len, values))
+            # ASCII (nearly always) is a cell a character; measuring in C is 4x cheaper
+            measure = len if "".join(values).isascii() else C.cell_len
+            widths[c] = max(widths[c], *map(measure, values))
         return widths
 
     def _fit(self, widths: dict[R.Column, int]) -> tuple[R.Column, ...]:
@@ -398,7 +403,11 @@ class ProcessTable(FramedLines, RowCursor, ScrollView, can_focus=True):
         return 1 + sum(self._widths.get(c, 0) for c in self._cols) + GAP * (len(self._cols) - 1)
 
     def _line(self, cells: tuple[str, ...]) -> str:
-        return self._line_format.format(*cells)
+        line = self._line_format.format(*cells)
+        if line.isascii():  # a cell a character: the format's padding is right
+            return line
+        # A CJK character takes two cells, a combining mark none: pad by cells.
+        return " " + (" " * GAP).join(pad(cells[at], width) for at, width, pad in self._pads)
 
     def _set_widths(self, widths: dict[R.Column, int]) -> None:
         self._widths = widths
@@ -412,6 +421,10 @@ class ProcessTable(FramedLines, RowCursor, ScrollView, can_focus=True):
             for col in self._cols
         ]
         self._line_format = " " + (" " * GAP).join(fields)
+        self._pads = [
+            (_POSITION[col], widths.get(col, 0), C.rjust if col in R.NUMERIC else C.ljust)
+            for col in self._cols
+        ]
 
     def _header_line(self) -> str:
         return self._line(tuple(self.header_label(c) for c in _ALL))
@@ -445,9 +458,8 @@ class ProcessTable(FramedLines, RowCursor, ScrollView, can_focus=True):
             if known is None:  # scrolled into view before a tick formatted it
                 known = self._lines[key] = self._line(self._shown_of(key).cells)
             text, style = known, self._row_style(key, index, base)
-        return self._paint(
-            y, text[scroll_x : scroll_x + width].ljust(width), style, width, bare_strip
-        )
+        # Exactly ``width`` cells, or the terminal keeps another row's text past a short one.
+        return self._paint(y, C.window(text, scroll_x, width), style, width, bare_strip)
 
     def _row_style(self, key: str, index: int, base: Style) -> Style:
         shown = self._shown_of(key)

@@ -20,7 +20,7 @@ from enum import Enum
 from typing import Any
 
 from gputop.engine.model import GpuSample, ProcessRow, ProcInfo, Snapshot, SystemInfo
-from gputop.engine.sanitize import json_safe
+from gputop.engine.sanitize import json_escape, json_safe
 
 SCHEMA_VERSION = 1
 
@@ -104,21 +104,13 @@ def render_json(snapshot: Snapshot, *, indent: int | None = 2) -> str:
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
 
 
-def _u_escape(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    if code <= 0xFFFF:
-        return f"\\u{code:04x}"
-    code -= 0x10000  # past the BMP: a surrogate pair, as json.dumps(ensure_ascii=True) writes it
-    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
-
-
 def ascii_json(document: str) -> str:
     """The same JSON document in ASCII: every other character written as ``\\uXXXX``.
 
     JSON's own syntax is ASCII, so such a character can only be inside a string, where the
     escape means the same character: the document stays valid and equal.
     """
-    return document if document.isascii() else _NON_ASCII.sub(_u_escape, document)
+    return document if document.isascii() else _NON_ASCII.sub(json_escape, document)
 
 
 def for_stream(document: str, stream: Any) -> str:

@@ -128,7 +128,8 @@ def is_clean(text: str) -> bool:
     return _unsafe_in(text) is None
 
 
-def _json_escape(match: re.Match[str]) -> str:
+def json_escape(match: re.Match[str]) -> str:
+    """The matched character as JSON's ``\\uXXXX`` escape (a surrogate pair past the BMP)."""
     code = ord(match.group())
     if code <= 0xFFFF:
         return f"\\u{code:04x}"
@@ -155,4 +156,4 @@ def json_safe(document: str) -> str:
             return document
     elif _unsafe_in(document.replace("\n", "")) is None:  # indent's line breaks are no harm
         return document
-    return _json_pattern().sub(_json_escape, document)
+    return _json_pattern().sub(json_escape, document)

@@ -61,11 +61,17 @@ def test_a_steady_tick_does_not_redraw_the_column_titles() -> None:
     """The repaint checks below mean something only if a steady tick leaves the titles alone."""
     with on_terminal("--demo") as term:
         term.wait_for(FULL_FRAME)
-        term.read_for(1.5)  # the first samples settle
-        mark = len(term.output)
-        term.read_for(2.5)
-        assert len(term.output) > mark, "the demo ticked"
-        assert FULL_FRAME not in term.output[mark:]
+        # The demo settles first: its processes start, die and leave holders, the notes come
+        # and the layout moves (whole repaints, the titles with them). Under load that takes a
+        # few seconds; after it, ticks leave the titles alone. Every tick redrawing them fails.
+        for _ in range(8):
+            mark = len(term.output)
+            term.read_for(2.5)
+            assert len(term.output) > mark, "the demo ticked"
+            if FULL_FRAME not in term.output[mark:]:
+                break
+        else:
+            pytest.fail("every 2.5 s of ticks redrew the column titles, for 20 s")
         _quit_with_q(term)
 
 

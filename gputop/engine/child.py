@@ -42,6 +42,7 @@ import sys
 import threading
 import time
 from dataclasses import replace
+from itertools import count
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -354,9 +355,6 @@ def _read_all(fd: int | None) -> str:
     return b"".join(chunks).decode("utf-8", "replace")
 
 
-_REPORT_NAME_TRIES = 10  # names tried in one folder before the next folder
-
-
 def _save_report(text: str) -> str | None:
     """Write gputop's crash dump under the user's state folder (or the temp folder).
 
@@ -365,7 +363,7 @@ def _save_report(text: str) -> str | None:
     """
     import tempfile
 
-    from gputop.engine.private_file import ExistsAlready, UnsafeFile, create_new
+    from gputop.engine.private_file import UnsafeFile, create_fresh
 
     stem = time.strftime("crash-%Y%m%d-%H%M%S") + f"-{os.getppid()}"
     state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
@@ -373,20 +371,18 @@ def _save_report(text: str) -> str | None:
     for folder in (Path(state) / "gputop", Path(tempfile.gettempdir())):
         with contextlib.suppress(OSError):
             folder.mkdir(parents=True, exist_ok=True)
-        for attempt in range(_REPORT_NAME_TRIES):
-            path = folder / (stem + (f"-{attempt}" if attempt else "") + ".txt")
-            try:
-                fd = create_new(path)
-            except ExistsAlready:
-                continue  # planted, or a second crash this second: the next name
-            except UnsafeFile:
-                break  # this folder cannot take it: the next folder
-            try:
-                with open(fd, "wb") as out:
-                    out.write(data)
-            except OSError:
-                break
-            return str(path)
+        # Taken (planted, or a second crash this second): the next name; else the next folder.
+        names = (str(folder / f"{stem}{f'-{n}' if n else ''}.txt") for n in count())
+        try:
+            path, fd = create_fresh(names)
+        except UnsafeFile:
+            continue
+        try:
+            with open(fd, "wb") as out:
+                out.write(data)
+        except OSError:
+            continue
+        return path
     return None
 
 

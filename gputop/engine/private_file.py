@@ -24,6 +24,8 @@ import errno
 import os
 import pwd
 import stat
+from collections.abc import Iterable
+from itertools import islice
 from pathlib import Path
 
 from gputop.engine.sanitize import clean
@@ -95,6 +97,20 @@ def create_new(path: str | Path) -> int:
         if exc.errno == errno.EEXIST:
             raise ExistsAlready(_describe_existing(path)) from None
         raise UnsafeFile(_open_failure(path, exc)) from None
+
+
+FRESH_NAME_TRIES = 10  # names create_fresh() tries before it gives up
+
+
+def create_fresh(names: Iterable[str]) -> tuple[str, int]:
+    """The first of ``names`` (at most :data:`FRESH_NAME_TRIES`) that :func:`create_new` can
+    create, and its descriptor; ExistsAlready when each was taken, UnsafeFile as create_new."""
+    for name in islice(names, FRESH_NAME_TRIES):
+        try:
+            return name, create_new(name)
+        except ExistsAlready:
+            continue  # planted, or taken a moment ago: the next name
+    raise ExistsAlready(f"no fresh temporary name after {FRESH_NAME_TRIES} tries")
 
 
 def check_descriptor(fd: int) -> None:

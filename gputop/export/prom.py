@@ -14,6 +14,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
+from itertools import count
 from pathlib import Path
 from typing import Protocol
 
@@ -23,7 +24,7 @@ from prometheus_client.openmetrics.exposition import ALLOWUTF8
 from prometheus_client.samples import Sample as PromSample
 
 from gputop.engine.model import Snapshot
-from gputop.engine.private_file import ExistsAlready, UnsafeFile, create_new
+from gputop.engine.private_file import UnsafeFile, create_fresh
 from gputop.errors import UsageError
 from gputop.export.metrics import HOST_LABEL, Family, Kind, sample_age_s, snapshot_families
 from gputop.version import __version__
@@ -31,7 +32,6 @@ from gputop.version import __version__
 TEXTFILE_NAME = "gputop.prom"
 # node_exporter runs as its own user and must read the file; nothing in it is secret.
 TEXTFILE_MODE = 0o644
-_TEMP_NAME_TRIES = 10  # fresh temporary names tried before giving up
 
 
 class SnapshotHolder(Protocol):
@@ -147,7 +147,8 @@ class TextfileWriter:
                 ) from None
 
     def _replace(self, data: bytes) -> None:
-        temp, fd = self._new_temp()
+        names = (f"{self.path}.{os.getpid()}.{secrets.token_hex(8)}" for _ in count())
+        temp, fd = create_fresh(names)
         try:
             with open(fd, "wb") as out:
                 out.write(data)
@@ -157,12 +158,3 @@ class TextfileWriter:
             with contextlib.suppress(OSError):
                 os.unlink(temp)
             raise
-
-    def _new_temp(self) -> tuple[str, int]:
-        for _ in range(_TEMP_NAME_TRIES):
-            temp = f"{self.path}.{os.getpid()}.{secrets.token_hex(8)}"
-            try:
-                return temp, create_new(temp)
-            except ExistsAlready:
-                continue
-        raise UnsafeFile(f"no fresh temporary name after {_TEMP_NAME_TRIES} tries")

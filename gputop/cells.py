@@ -13,6 +13,8 @@ Only ``rich.cells`` is loaded (about 3 ms for a one-shot command), never Textual
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.cells import cell_len as _rich_cell_len
 from rich.cells import get_character_cell_size as _char_cells
 
@@ -96,3 +98,33 @@ def window(text: str, start: int, width: int) -> str:
         at += cells
     body = "".join(out)
     return body + " " * (width - cell_len(body))
+
+
+class RowLayout:
+    """A table's columns laid out in one line: each cell padded to its width in cells, ``gap``
+    blanks between, one blank before the first (a table's rows and its header alike).
+
+    ``columns``: (index into the row's cells, width in cells, right-aligned), in screen order; a
+    width of 0 pads nothing. An ASCII row (nearly every one) is one format call in C; a row with
+    a wide or combining character is padded cell by cell. Cells are the format's arguments,
+    never its template, so braces in them are safe.
+    """
+
+    def __init__(self, columns: Sequence[tuple[int, int, bool]], gap: int) -> None:
+        self._columns = tuple(columns)
+        self._gap = " " * gap
+        fields = [
+            f"{{{at}:{'>' if right else '<'}{width}}}" if width else f"{{{at}}}"
+            for at, width, right in self._columns
+        ]
+        self._format = " " + self._gap.join(fields)
+
+    def line(self, cells: Sequence[str]) -> str:
+        """The row's text."""
+        line = self._format.format(*cells)
+        if line.isascii():  # a cell a character: the format's padding is right
+            return line
+        return " " + self._gap.join(
+            rjust(cells[at], width) if right else ljust(cells[at], width)
+            for at, width, right in self._columns
+        )

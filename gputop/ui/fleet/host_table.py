@@ -74,7 +74,7 @@ class HostTable(RowCursor, ScrollView, can_focus=True):
         self.rows: tuple[HostRow, ...] = ()
         self.cursor = 0
         self._widths: tuple[int, ...] = tuple(len(c) for c in self.columns)
-        self._format = ""
+        self._layout = C.RowLayout((), GAP)
         self._lines: list[str] = []  # each row's text, formatted on demand
         self._header = ""
         self._styles: dict[str, Style] = {}
@@ -96,7 +96,7 @@ class HostTable(RowCursor, ScrollView, can_focus=True):
         if tuple(widths) != self._widths:
             self._widths = tuple(widths)
             self._set_format()
-        self._header = self._line(self.labels)
+        self._header = self._layout.line(self.labels)
         self._lines = [""] * len(self.rows)
         names = [r.name for r in self.rows]
         if current is not None and current in names:
@@ -150,12 +150,13 @@ class HostTable(RowCursor, ScrollView, can_focus=True):
 
     # -- paint --------------------------------------------------------------------------
     def _set_format(self) -> None:
-        # Cells are the format's arguments, never its template: braces in a label are safe.
-        fields = [
-            f"{{{i}:{'>' if column in self.right else '<'}{width}}}"
-            for i, (column, width) in enumerate(zip(self.columns, self._widths, strict=True))
-        ]
-        self._format = " " + (" " * GAP).join(fields)
+        self._layout = C.RowLayout(
+            [
+                (i, width, column in self.right)
+                for i, (column, width) in enumerate(zip(self.columns, self._widths, strict=True))
+            ],
+            GAP,
+        )
 
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
@@ -170,7 +171,7 @@ class HostTable(RowCursor, ScrollView, can_focus=True):
             row = self.rows[index]
             text = self._lines[index]
             if not text:
-                text = self._lines[index] = self._line(row.cells)
+                text = self._lines[index] = self._layout.line(row.cells)
             style = base
             if row.state:
                 style = self._style(f"host-table--{row.state}")
@@ -178,13 +179,3 @@ class HostTable(RowCursor, ScrollView, can_focus=True):
                 style += self._style("host-table--cursor")
         # Exactly ``width`` cells, or the terminal keeps another row's text past a short one.
         return self._paint(y, C.window(text, scroll_x, width), style, width, Strip)
-
-    def _line(self, cells: Sequence[str]) -> str:
-        line = self._format.format(*cells)
-        if line.isascii():  # a cell a character: the format's padding is right
-            return line
-        pads = (
-            C.rjust(cell, width) if column in self.right else C.ljust(cell, width)
-            for cell, column, width in zip(cells, self.columns, self._widths, strict=True)
-        )
-        return " " + (" " * GAP).join(pads)

@@ -19,7 +19,7 @@ rows on a GPU in MIG mode look that up (Snapshot.device_labels); the others show
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import compress, count, repeat
 from operator import attrgetter, is_, is_not
@@ -106,8 +106,7 @@ class ProcessTable(FramedLines, RowCursor, ScrollView, can_focus=True):
         self._painted: dict[int, tuple[str, Style, Strip]] = {}
         self._paint_geometry: tuple[int, int, int] | None = None
         self._header_text = ""
-        self._line_format = ""
-        self._pads: list[tuple[int, int, Callable[[str, int], str]]] = []
+        self._layout = C.RowLayout((), GAP)
 
     # -- data ---------------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -403,28 +402,15 @@ class ProcessTable(FramedLines, RowCursor, ScrollView, can_focus=True):
         return 1 + sum(self._widths.get(c, 0) for c in self._cols) + GAP * (len(self._cols) - 1)
 
     def _line(self, cells: tuple[str, ...]) -> str:
-        line = self._line_format.format(*cells)
-        if line.isascii():  # a cell a character: the format's padding is right
-            return line
-        # A CJK character takes two cells, a combining mark none: pad by cells.
-        return " " + (" " * GAP).join(pad(cells[at], width) for at, width, pad in self._pads)
+        return self._layout.line(cells)
 
     def _set_widths(self, widths: dict[R.Column, int]) -> None:
         self._widths = widths
-        # One format string for a row ("{1:>6}  {2:<8}..."): one call per row instead of one pad
-        # per cell. Cells (of every column: the fields pick theirs by position) are its
-        # arguments, never its template, so braces in them are safe.
-        fields = [
-            f"{{{_POSITION[col]}:{'>' if col in R.NUMERIC else '<'}{widths[col]}}}"
-            if widths.get(col)
-            else f"{{{_POSITION[col]}}}"
-            for col in self._cols
-        ]
-        self._line_format = " " + (" " * GAP).join(fields)
-        self._pads = [
-            (_POSITION[col], widths.get(col, 0), C.rjust if col in R.NUMERIC else C.ljust)
-            for col in self._cols
-        ]
+        # One format call per row ("{1:>6}  {2:<8}..."), not one pad per cell; a row holds the
+        # cells of every column, and the shown ones are picked by position.
+        self._layout = C.RowLayout(
+            [(_POSITION[col], widths.get(col, 0), col in R.NUMERIC) for col in self._cols], GAP
+        )
 
     def _header_line(self) -> str:
         return self._line(tuple(self.header_label(c) for c in _ALL))

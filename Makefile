@@ -56,3 +56,7 @@ bench-peers: install $(PEERS_VENV)/bin/nvitop ## dashboard CPU vs nvitop's on th
 
 clean: ## remove the venv and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+.PHONY: real-gpu-check
+real-gpu-check: install ## on a box with an NVIDIA GPU: gputop vs nvidia-smi and real processes, one report (< 5 min)
+	GPUTOP_PYTHON=$(BIN)/python sh scripts/real-gpu-check.sh

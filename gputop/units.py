@@ -5,8 +5,9 @@ N/A rule: every text function takes ``None`` (the driver does not report the fie
 ``"N/A"``, bare: a unit is never glued to N/A (``"N/A"``, not ``"N/AW"``).
 Binary units: sizes are binary (1 MiB = 1024**2 bytes, as nvidia-smi's "MiB"); whole MiB are
 counted by one rule, :func:`whole_mib` (the fraction is dropped). The dashboard's one-letter
-sizes (``"61.2G"``) are binary too. One exception, kept as the dashboard has always shown it:
-:func:`rate_kbps` scales NVML's KB/s by 1000 (``"175MB/s"``, ``"1.2GB/s"``).
+sizes (``"61.2G"``) are binary too. PCIe throughput has one rule too, :func:`pcie_mb_per_s`:
+NVML's KB/s are KiB/s, and nvidia-smi's MB/s (dmon's rxpci/txpci) are whole MiB/s, the fraction
+dropped; every view (dmon, the dashboard, its charts) scales by it.
 
 Where two views need different text for one unit, the names say which style:
 
@@ -16,7 +17,8 @@ Where two views need different text for one unit, the names say which style:
 - ``doctor``: :func:`mib_grouped` (``"20,480 MiB"``). ``gputop.show()`` (the API): :func:`percent`.
 - the dashboard (narrow cells; the memory cell is 6 characters wide): :func:`short_size`
   (``"61.2G"``), :func:`gib_pair`, :func:`percent`, :func:`number`, :func:`watts`,
-  :func:`watts_limit_suffix`, :func:`mhz`, :func:`temperature`, :func:`pstate`, :func:`rate_kbps`,
+  :func:`watts_limit_suffix`, :func:`mhz`, :func:`temperature`, :func:`pstate`, :func:`rate_kbps`
+  (from :func:`pcie_mb_per_s`),
   :func:`duration_coarse` (``"12m"``: a table cell changes once a minute).
 - ``dmon``, ``query``, ``json`` and the exporter print numbers, not these texts: they take
   :func:`whole_mib` (dmon, query, the exporter's MiB) or the raw value (json); nvidia-smi's own
@@ -187,16 +189,26 @@ def pstate(value: int | None) -> str:
     return NA if value is None else f"P{value}"
 
 
+def pcie_mb_per_s(value_kbps: int | None) -> int | None:
+    """NVML's PCIe throughput (KB/s, which are KiB/s) as nvidia-smi's whole MB/s (MiB/s).
+
+    The one PCIe rule: 1024, as NVML's KB and nvidia-smi's MB are binary (dmon's ``fb`` MB are
+    MiB too), and the fraction is dropped, as nvidia-smi divides unsigned integers.
+    """
+    return None if value_kbps is None else max(value_kbps, 0) // KiB
+
+
 def rate_kbps(value_kbps: int | None) -> str:
     """PCIe throughput (NVML's KB/s) for the dashboard: ``"175MB/s"``, ``"1.2GB/s"``.
 
-    Scaled by 1000, not 1024 (the one decimal scale in this module; dmon divides by 1024).
+    Whole MB/s by :func:`pcie_mb_per_s`; from 1024 MB/s on, GB/s (1024 MB/s) to one decimal.
     """
-    if value_kbps is None:
+    mb = pcie_mb_per_s(value_kbps)
+    if mb is None:
         return NA
-    if value_kbps >= 1_000_000:
-        return f"{value_kbps / 1_000_000:.1f}GB/s"
-    return f"{value_kbps / 1000:.0f}MB/s"
+    if mb >= KiB:
+        return f"{mb / KiB:.1f}GB/s"
+    return f"{mb}MB/s"
 
 
 # -- time ------------------------------------------------------------------------------------------

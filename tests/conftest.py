@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +33,7 @@ class FixedTimeSource:
         self.inner = source
         self.wall = wall
         self.simulated = True
-        self.dev_dir = "/dev"
+        self.dev_dir = source.dev_dir  # the simulated box's own folder, never the real /dev
         self.calls = 0
 
     def snapshot(self) -> Snapshot:
@@ -165,3 +167,70 @@ def snapshot_of(box: Callable[..., FixedTimeSource], scenario: Any = "mig") -> S
         return source.snapshot()
     finally:
         source.close()
+
+
+# Holds the files named on its command line open, as a CUDA job holds its GPU's device files. Its
+# name and command line carry HOST_JOB_MARK: a view that listed it would print that.
+HOST_JOB_MARK = "hostgpujob"
+HOLD_DEVICE_FILES = """
+import ctypes, sys, time
+ctypes.CDLL(None).prctl(15, sys.argv[1].encode())  # PR_SET_NAME: the name views show
+files = [open(path, "rb") for path in sys.argv[2:]]
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+@dataclass(frozen=True)
+class HostHolder:
+    """A real process of this box holding its GPU device files: no simulated view may show it."""
+
+    pid: int
+    mark: str = HOST_JOB_MARK  # in its name and command line
+
+    def named_in(self, text: str) -> bool:
+        """``text`` shows this process (its name or command line)."""
+        return self.mark in text
+
+
+@pytest.fixture(scope="module")
+def host_gpu_holder() -> Iterator[HostHolder]:
+    """A real process holding /dev/nvidia0 and /dev/nvidiactl open, as a GPU job on this box
+    would, for the tests that check no simulated view reads the real box.
+
+    On a GPU box it opens the real files read-only. Elsewhere (tests run as root) empty stand-ins
+    are made there and removed afterwards, even when the test fails; only those made here.
+    """
+    from gputop.engine.holders import scan_holders
+
+    paths = [Path("/dev/nvidia0"), Path("/dev/nvidiactl")]
+    made: list[Path] = []
+    try:
+        for path in paths:
+            if not path.exists():
+                try:
+                    path.touch(exist_ok=False)  # O_EXCL: never one someone else just made
+                except OSError as exc:
+                    pytest.skip(f"no {path} on this box and no stand-in can be made there: {exc}")
+                made.append(path)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", HOLD_DEVICE_FILES, HOST_JOB_MARK, *map(str, paths)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        try:
+            assert proc.stdout is not None
+            if proc.stdout.readline().strip() != "ready":
+                pytest.skip(f"cannot hold {paths[0]} open on this box")
+            # The box's own scan sees it: a view that read /dev would show it.
+            assert proc.pid in scan_holders("/dev").holders
+            yield HostHolder(proc.pid)
+        finally:
+            proc.kill()
+            proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
+    finally:
+        for path in made:
+            path.unlink(missing_ok=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -87,7 +88,7 @@ class FakeSource:
     """A Source that returns prepared snapshots; can be made to hang or raise."""
 
     simulated = True
-    dev_dir = "/dev"
+    dev_dir = os.devnull  # prepared snapshots: no box whose device files could be read
 
     def __init__(self, snapshots: list[Snapshot] | None = None) -> None:
         self.snapshots = snapshots or [make_snapshot()]

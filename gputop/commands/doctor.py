@@ -3,7 +3,8 @@
 Exit 0 when nothing is stuck; 1 when a process holds a GPU without working (holder, defunct,
 orphan, stopped) or a GPU has memory in use that no listed process accounts for; 3 when some GPU
 did not answer within ``--timeout`` (the diagnosis of the others is printed all the same, and one
-line on stderr names the call that hung).
+line on stderr names the call that hung). Advice follows each GPU's state now: a reset or reboot
+only for a LOST GPU; for one NOT RESPONDING, to wait and look at the driver.
 """
 
 from __future__ import annotations
@@ -104,6 +105,14 @@ def fix_command(row: ProcessRow) -> str:
     return f"kill -TERM {pid}   # then, if it does not exit: kill -KILL {pid}"
 
 
+# What to do about a GPU, by its state as read now (a GPU that answers again gets neither).
+LOST_ADVICE = "the driver has lost it: reset it (nvidia-smi -r) or reboot to recover it"
+NOT_RESPONDING_ADVICE = (
+    "it may answer again: wait, and check the driver (dmesg for Xid errors, nvidia-smi); "
+    "it is not known to be lost"
+)
+
+
 def _gpu_line(gpu: GpuSample, unattributed: dict[int, int]) -> str:
     head = f"GPU {gpu.index}  {gpu.name or 'unknown'}"
     if gpu.state is GpuState.NOT_RESPONDING:
@@ -111,11 +120,19 @@ def _gpu_line(gpu: GpuSample, unattributed: dict[int, int]) -> str:
         return (
             f"{head}: NOT RESPONDING: the driver did not answer for it{waited} "
             f"({gpu.error or 'no reason given'}); its processes and memory are unknown"
+            f"\n  {NOT_RESPONDING_ADVICE}"
         )
+    if gpu.state is GpuState.LOST:
+        return f"{head}: LOST ({gpu.error or 'no reason given'})\n  {LOST_ADVICE}"
     if gpu.state is not GpuState.OK:
         return f"{head}: {gpu.state.value.upper()} ({gpu.error or 'no reason given'})"
     listed = len(gpu.processes)
     used, attributed = gpu.memory_used_bytes, attributed_memory_bytes(gpu)
+    if gpu.process_list_error is not None:
+        return (
+            f"{head}: used {units.mib_grouped(used)}; its process list could not be read "
+            f"({gpu.process_list_error}): its processes are unknown, not diagnosed"
+        )
     line = (
         f"{head}: used {units.mib_grouped(used)}, attributed "
         f"{units.mib_grouped(attributed)} to {listed} process{'es' if listed != 1 else ''}"
@@ -152,9 +169,12 @@ def diagnose(snapshot: Snapshot, holders: HolderScan | None = None) -> Diagnosis
     active = {r.pid for r in snapshot.processes if ProcState.ACTIVE in r.states}
     workers = [r for r in snapshot.processes if _is_forked_worker(r, active)]
     silent = tuple(g.index for g in not_responding(snapshot))
-    # The driver listed no context on a GPU that did not answer: its holders are not known stuck.
-    unknown = [r for r in snapshot.processes if _on_silent_gpu(r, silent) and r not in workers]
-    stuck = [r for r in snapshot.processes if r.stuck and r not in workers and r not in unknown]
+    unlisted = tuple(
+        g.index for g in snapshot.gpus if g.state is GpuState.OK and g.process_list_error
+    )
+    # enrich calls no holder of a GPU whose processes could not be read stuck: unknown.
+    unknown = [r for r in snapshot.processes if r.state is ProcState.UNKNOWN]
+    stuck = [r for r in snapshot.processes if r.stuck and r not in workers]
     unattributed = dict(snapshot.unattributed_memory_bytes)
     out = [f"gputop doctor: {snapshot.system.hostname}, driver {snapshot.system.driver_version}"]
     if snapshot.system.simulated:
@@ -176,9 +196,13 @@ def diagnose(snapshot: Snapshot, holders: HolderScan | None = None) -> Diagnosis
         _section("Exited, yet still listed by the driver (its memory not yet freed)", exited)
     )
     on_lost = [r for r in snapshot.processes if r.state is ProcState.ON_LOST_GPU]
-    out.extend(_section("On a lost GPU (not counted as stuck: reboot to recover the GPU)", on_lost))
     out.extend(
-        _section("On a GPU that did not answer (not counted as stuck: not listed by it)", unknown)
+        _section("On a lost GPU (not counted as stuck: its processes cannot be listed)", on_lost)
+    )
+    out.extend(
+        _section(
+            "On a GPU whose processes could not be read (not counted as stuck: unknown)", unknown
+        )
     )
     hidden = [r for r in snapshot.processes if ProcState.NAMESPACE in r.states]
     if hidden:
@@ -189,21 +213,12 @@ def diagnose(snapshot: Snapshot, holders: HolderScan | None = None) -> Diagnosis
             + ", ".join(f"{r.pid} ({r.info.name})" if r.info.name else str(r.pid) for r in hidden)
         )
     out.append("")
-    out.append(_verdict(len(stuck), len(unattributed), silent))
+    out.append(_verdict(len(stuck), len(unattributed), silent, unlisted))
     return Diagnosis(
         text="\n".join(out) + "\n",
         stuck_processes=tuple(stuck),
         unattributed=tuple(unattributed.items()),
         silent_gpus=silent,
-    )
-
-
-def _on_silent_gpu(row: ProcessRow, silent: tuple[int, ...]) -> bool:
-    """A holder whose GPUs all did not answer: whether it has a context there is not known."""
-    return (
-        row.state is ProcState.HOLDER
-        and bool(row.gpu_indices)
-        and set(row.gpu_indices) <= set(silent)
     )
 
 
@@ -218,14 +233,21 @@ def _section(title: str, rows: list[ProcessRow], *, with_fix: bool = False) -> l
     return lines
 
 
-def _verdict(stuck: int, unattributed: int, silent: tuple[int, ...] = ()) -> str:
+def _gpus(indices: tuple[int, ...]) -> str:
+    """``GPU 1`` or ``GPUs 1, 3``."""
+    return ("GPU " if len(indices) == 1 else "GPUs ") + ", ".join(map(str, indices))
+
+
+def _verdict(
+    stuck: int, unattributed: int, silent: tuple[int, ...] = (), unlisted: tuple[int, ...] = ()
+) -> str:
     partial = ""
     if silent:
-        noun = "GPU" if len(silent) == 1 else "GPUs"
-        which = ", ".join(str(i) for i in silent)
-        partial = f" ({noun} {which} did not answer: not diagnosed)"
+        partial = f" ({_gpus(silent)} did not answer: not diagnosed)"
+    if unlisted:
+        partial += f" ({_gpus(unlisted)} gave no process list: not diagnosed)"
     if not stuck and not unattributed:
-        if silent:
+        if partial:
             return f"INCOMPLETE: nothing stuck on the GPUs that answered{partial}."
         return "OK: nothing stuck."
     parts = []

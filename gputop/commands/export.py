@@ -2,8 +2,11 @@
 
 One Sampler reads the driver every ``--interval`` seconds; HTTP scrapes and textfile writes only
 render its last snapshot, so a burst of scrapes costs no driver calls and a hung driver shows up
-as a growing ``gputop_sample_age_seconds`` instead of a hung scrape. prometheus-client is an
-optional dependency (``gputop[export]``), imported only here, after a check.
+as a growing ``gputop_sample_age_seconds`` instead of a hung scrape. A driver that cannot be
+used at start (no library, version mismatch, module not loaded, no permission) ends it with the
+driver's own line and exit 2 before anything listens; one that goes away later is
+``gputop_driver_up 0`` (gputop.export.feed). prometheus-client is an optional dependency
+(``gputop[export]``), imported only here, after a check.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import socket
 import sys
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from types import FrameType, ModuleType
 from typing import TYPE_CHECKING
 
@@ -25,13 +28,18 @@ from gputop.errors import UsageError
 from gputop.exits import EXIT_SIGNALS, handling
 
 if TYPE_CHECKING:
-    from gputop.engine.model import Snapshot
     from gputop.engine.sampler import Sampler
+    from gputop.engine.source import Source
+    from gputop.export.feed import SampleFeed
     from gputop.export.http import MetricsServer
     from gputop.export.prom import SnapshotCollector, TextfileWriter
 
 DEFAULT_LISTEN = "127.0.0.1:9400"
 DEFAULT_INTERVAL_S = 5.0
+# At start, how long the driver may take to open before the exporter starts without it (and
+# says so); a driver that fails to open within it ends the exporter (exit 2). As the one-shots'
+# default --timeout.
+OPEN_WAIT_S = 5.0
 MISSING_CLIENT = "the exporter needs prometheus-client: pip install 'gputop[export]'"
 HOST_LABEL_CHOICES = ("Hostname", "hostname")  # = gputop.export.metrics.HOST_LABELS, unimported
 
@@ -139,33 +147,66 @@ class _Parts:
     """What run() opened, so that everything is closed in reverse order."""
 
     collector: SnapshotCollector
+    listen: ListenAddress | None = None
     server: MetricsServer | None = None
     bound: ListenAddress | None = None
     textfile: TextfileWriter | None = None
     sampler: Sampler | None = None
 
 
-def _open_outputs(args: argparse.Namespace) -> _Parts:
-    """Bind the port and check the textfile folder before the driver (or demo) is opened."""
-    from gputop.export.http import MetricsServer
+def _check_outputs(args: argparse.Namespace) -> _Parts:
+    """Parse --listen and check the textfile folder, before the driver (or demo) is opened.
+
+    Nothing is bound yet: an exporter that refuses to start (a driver that cannot be used)
+    never listens.
+    """
     from gputop.export.prom import SnapshotCollector, TextfileWriter, make_registry
 
     listen_text = args.listen or (None if args.textfile else DEFAULT_LISTEN)
-    listen = parse_listen(listen_text) if listen_text else None
     collector = SnapshotCollector(host_label=getattr(args, "hostname_label", "Hostname"))
-    registry = make_registry(collector)
-    parts = _Parts(collector=collector)
+    parts = _Parts(collector=collector, listen=parse_listen(listen_text) if listen_text else None)
     if args.textfile:
-        parts.textfile = TextfileWriter(args.textfile, registry)
-    if listen is not None:
-        parts.server = MetricsServer(registry, listen.host, listen.port)
-        parts.bound = ListenAddress(
-            host=listen.host, port=parts.server.port, loopback=listen.loopback
-        )
-        note = exposure_note(parts.bound)
-        if note:
-            print(note, flush=True)
+        parts.textfile = TextfileWriter(args.textfile, make_registry(collector))
     return parts
+
+
+def _bind(parts: _Parts) -> None:
+    """Listen on --listen (once the driver is known to open); UsageError if the port is taken."""
+    from gputop.export.http import MetricsServer
+    from gputop.export.prom import make_registry
+
+    listen = parts.listen
+    if listen is None:
+        return
+    parts.server = MetricsServer(make_registry(parts.collector), listen.host, listen.port)
+    parts.bound = ListenAddress(host=listen.host, port=parts.server.port, loopback=listen.loopback)
+    note = exposure_note(parts.bound)
+    if note:
+        print(note, flush=True)
+
+
+def _await_driver(source: Source) -> bool:
+    """Refuse to start on a driver that cannot be used: raise its own one-line error.
+
+    DriverMissing, DriverError (version mismatch, kernel module not loaded, no permission) and
+    UsageError (a bad scenario) end the exporter with that line and exit 2. A driver that is
+    only slow to open (a hung nvmlInit) or whose process crashed while opening it is waited for
+    ``OPEN_WAIT_S`` at most: then the exporter starts and says so, in one line on stderr and in
+    /metrics (gputop_driver_up 0), and the driver process goes on trying, restarted after a
+    crash as at any time. Returns whether the driver opened in time.
+    """
+    from gputop.engine.isolated import DriverCrashed, IsolatedSource
+
+    if not isinstance(source, IsolatedSource):
+        return True  # the in-process driver (GPUTOP_IN_PROCESS=1) opened, or raised, when made
+    try:
+        if source.wait_ready(OPEN_WAIT_S):
+            return True
+    except DriverCrashed:
+        pass
+    why = source.driver_note or f"the NVIDIA driver did not open within {OPEN_WAIT_S:g} s"
+    print(f"gputop: {why}; starting with gputop_driver_up 0", file=sys.stderr, flush=True)
+    return False
 
 
 @contextlib.contextmanager
@@ -199,28 +240,55 @@ def exit_code(received: list[int]) -> int:
     return 128 + received[0]
 
 
-def _serve(parts: _Parts, sampler: Sampler, stop: threading.Event) -> None:
-    """Wait for the first sample, then rewrite the textfile each interval until stopped."""
-    first = threading.Event()
-    sampler.on_snapshot = lambda _snapshot: first.set()
+def _serve(
+    parts: _Parts, feed: SampleFeed, sampler: Sampler, stop: threading.Event, *, opened: bool
+) -> None:
+    """Start sampling, bind after the first sample, then rewrite the textfile until stopped.
+
+    ``opened``: the driver opened at start (else that was said, and is not said again).
+    """
     sampler.start()
     if stop.is_set():  # a signal during start-up
         return
-    first.wait(max(2.0, sampler.interval_s))
+    feed.first.wait(max(2.0, sampler.interval_s))  # so that a first scrape has GPU data
     if stop.is_set():
         return
+    _bind(parts)
     every = f"every {sampler.interval_s:g} s"
     if parts.textfile is not None:
         parts.textfile.write()  # a folder we cannot write to fails here, at start
         print(f"gputop: writing {parts.textfile.path} {every}", flush=True)
-    if parts.bound is not None:  # after the first sample, so a first scrape has GPU data
+    if parts.bound is not None:
         print(f"gputop: serving http://{parts.bound}/metrics, sampling {every}", flush=True)
-    while not stop.wait(sampler.interval_s):
+    said_up = opened
+    while True:
+        said_up = _say_driver_health(feed, said_up)
+        if stop.wait(sampler.interval_s):
+            return
         if parts.textfile is not None:
             try:
                 parts.textfile.write()
             except UsageError as exc:  # e.g. disk full: say so, keep serving
                 print(f"gputop: {exc}", file=sys.stderr, flush=True)
+
+
+def _say_driver_health(feed: SampleFeed, said_up: bool) -> bool:
+    """One line on stderr when the driver stops (or starts again) being readable; returns what
+    was said last. A service's log then says why gputop_driver_up is 0."""
+    problem = feed.driver_problem()
+    if problem is not None and said_up:
+        print(
+            f"gputop: the NVIDIA driver cannot be read: {problem} (gputop_driver_up 0)",
+            file=sys.stderr,
+            flush=True,
+        )
+    elif problem is None and not said_up:
+        print(
+            "gputop: the NVIDIA driver answers again (gputop_driver_up 1)",
+            file=sys.stderr,
+            flush=True,
+        )
+    return problem is None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -232,42 +300,21 @@ def run(args: argparse.Namespace) -> int:
     return exit_code(received)
 
 
-class _Renamed:
-    """The sampler's snapshots under another hostname (--hostname); errors and restarts too."""
-
-    def __init__(self, sampler: Sampler, hostname: str) -> None:
-        self._sampler = sampler
-        self._hostname = hostname
-
-    @property
-    def latest(self) -> Snapshot | None:
-        snapshot = self._sampler.latest
-        if snapshot is None:
-            return None
-        return replace(snapshot, system=replace(snapshot.system, hostname=self._hostname))
-
-    @property
-    def errors(self) -> int:
-        return self._sampler.errors
-
-    @property
-    def restarts(self) -> int:
-        return self._sampler.restarts
-
-
 def _run_until(args: argparse.Namespace, stop: threading.Event) -> None:
     from gputop.engine.sampler import Sampler
     from gputop.engine.source import source_from_args
+    from gputop.export.feed import SampleFeed
 
-    parts = _open_outputs(args)
+    parts = _check_outputs(args)
     source = None
     try:
         source = source_from_args(args, counters=True)  # energy, Xid, NVLink... are exported
+        opened = _await_driver(source)
         parts.sampler = Sampler(source, interval_s=args.interval)
-        parts.collector.holder = parts.sampler
-        if getattr(args, "hostname", None):
-            parts.collector.holder = _Renamed(parts.sampler, args.hostname)
-        _serve(parts, parts.sampler, stop)
+        feed = SampleFeed(parts.sampler, hostname=getattr(args, "hostname", None))
+        parts.collector.holder = feed
+        parts.collector.driver_up = feed.driver_up
+        _serve(parts, feed, parts.sampler, stop, opened=opened)
     except KeyboardInterrupt:
         pass  # a KeyboardInterrupt raised by the code itself (handlers are in place)
     finally:

@@ -254,6 +254,8 @@ def _gpu_head(gpu: GpuSample, options: OnceOptions, g: Glyphs, label: str, name:
     head: _Line = [_Seg(label, "36"), _Seg(" "), _Seg(name, "34"), _Seg(" | ")]
     if gpu.state is not GpuState.OK:
         return [*head, _Seg(state_text(gpu), "1;31")]
+    if gpu.stale_s is not None:  # read before the driver crashed: an old reading, said so
+        head = [*head, _Seg(f"STALE {units.duration(gpu.stale_s)}", "1;31"), _Seg(" | ")]
     return head + _metrics(gpu, options, g)
 
 

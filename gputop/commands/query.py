@@ -48,6 +48,7 @@ from gputop.commands.schedule import Rows, run_on_schedule
 from gputop.engine.deadline import DEFAULT_TIMEOUT_S, timeout_of
 from gputop.engine.model import GpuSample, GpuState, ProcessType, Snapshot
 from gputop.engine.private_file import UnsafeFile, open_private
+from gputop.engine.probes import Probe
 from gputop.engine.sanitize import json_safe
 from gputop.engine.source import Source, source_from_args
 from gputop.errors import UsageError
@@ -330,9 +331,14 @@ def ask_driver(source: Source, fields: Sequence[Field]) -> None:
     Only the fields asked for are read, and only here: the dashboard's snapshots never carry
     them. A source without extra readings (a test's fake) is left as it is.
     """
+    ask_for(source, *wanted_readings(fields))
+
+
+def ask_for(source: Source, probes: Sequence[Probe], explain: Sequence[str] = ()) -> None:
+    """Have the source read these probes (and explain these readings) from its next snapshot
+    on (dmon's extra columns too); a source without extra readings is left as it is."""
     request = getattr(source, "request_probes", None)
     if request is not None:
-        probes, explain = wanted_readings(fields)
         request(probes, explain)
 
 

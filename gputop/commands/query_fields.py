@@ -16,10 +16,12 @@ from dataclasses import dataclass, fields
 from importlib import resources
 
 from gputop.commands.query_table import (
+    LEGACY_SPECS,
     NA,
     SPECS,
     Spec,
     Value,
+    driver_major,
     timestamp_text,
 )
 from gputop.engine.model import GpuProcess, GpuSample, GpuState, Snapshot, Unavailable
@@ -80,6 +82,10 @@ def _field(name: str, aliases: tuple[str, ...], spec: Spec) -> Field:
 
 ALL_GPU_FIELDS: tuple[Field, ...] = tuple(
     _field(name, aliases, SPECS[name]) for name, aliases in smi_fields("query-gpu")
+)
+# Accepted, from older drivers' nvidia-smi, but not part of the 580 list (nor of its help).
+LEGACY_GPU_FIELDS: tuple[Field, ...] = tuple(
+    _field(name, (), spec) for name, spec in LEGACY_SPECS.items()
 )
 
 
@@ -180,13 +186,14 @@ def _names(table: Sequence[Field | AppField]) -> dict[str, int]:
     return out
 
 
-_GPU_NAMES = _names(ALL_GPU_FIELDS)
+_ACCEPTED_GPU_FIELDS = ALL_GPU_FIELDS + LEGACY_GPU_FIELDS
+_GPU_NAMES = _names(_ACCEPTED_GPU_FIELDS)
 _APP_NAMES = _names(APP_FIELDS)
 
 
 def parse_gpu_fields(names: str) -> list[Field]:
     """Fields for ``--query-gpu=a,b,c``; ValueError naming the first unknown one."""
-    return [ALL_GPU_FIELDS[i] for i in _resolve(names, _GPU_NAMES, "gpu")]
+    return [_ACCEPTED_GPU_FIELDS[i] for i in _resolve(names, _GPU_NAMES, "gpu")]
 
 
 def parse_app_fields(names: str) -> list[AppField]:
@@ -215,9 +222,8 @@ def gpu_value(field: Field, snapshot: Snapshot, gpu: GpuSample) -> Value:
 
 
 def _legacy_driver(snapshot: Snapshot) -> bool:
-    version = snapshot.system.driver_version or ""
-    major = version.split(".", 1)[0]
-    return major.isdigit() and int(major) < NA_FOR_NOT_SUPPORTED_SINCE
+    major = driver_major(snapshot)
+    return major is not None and major < NA_FOR_NOT_SUPPORTED_SINCE
 
 
 def unavailable_text(field: Field, snapshot: Snapshot, gpu: GpuSample) -> str:
@@ -256,4 +262,7 @@ def help_text(*, apps: bool = False) -> str:
     for f in table:
         lines.append(" or ".join(f'"{n}"' for n in (f.name, *f.aliases)))
         lines.extend((f.help, ""))
+    if not apps:
+        older = ", ".join(f.name for f in LEGACY_GPU_FIELDS)
+        lines.extend((f"Also accepted, as drivers before 580 named them: {older}.", ""))
     return "\n".join(lines)

@@ -600,10 +600,7 @@ def _mode_specs() -> dict[str, Spec]:
     """Display, persistence, accounting, driver model, GOM, ECC, MIG, GSP, C2C, DRAM encryption."""
     dram = "nvmlDeviceGetDramEncryptionMode"
     return {
-        "display_mode": fixed(
-            "[Requested functionality has been deprecated]",
-            "Deprecated by NVIDIA; use display_attached.",
-        ),
+        "display_mode": _display_mode(),
         "display_attached": extra(
             call("nvmlDeviceGetDisplayMode"),
             "Whether a monitor is plugged into the GPU: Yes or No.",
@@ -693,6 +690,64 @@ def _mode_specs() -> dict[str, Spec]:
             call("nvmlDeviceGetC2cModeInfoV", part="isC2cEnabled"),
             "Whether the chip-to-chip (C2C) link is on, where there is one.",
             _enabled,
+        ),
+    }
+
+
+def driver_major(snapshot: Snapshot) -> int | None:
+    """The driver's major version (``580`` of ``580.173.02``), or None when unknown."""
+    major = (snapshot.system.driver_version or "").split(".", 1)[0]
+    return int(major) if major.isdigit() else None
+
+
+DISPLAY_MODE_DEPRECATED_SINCE = 580  # nvidia-smi's display_mode answers this text from 580 on
+DEPRECATED = "[Requested functionality has been deprecated]"
+
+
+def _display_mode() -> Spec:
+    """Before driver 580, display_attached's reading as Enabled/Disabled; deprecated since."""
+    probe = call("nvmlDeviceGetDisplayMode")
+    attached = extra(probe, "")
+
+    def read(s: Snapshot, g: GpuSample) -> Value:
+        major = driver_major(s)
+        if major is not None and major >= DISPLAY_MODE_DEPRECATED_SINCE:
+            return DEPRECATED
+        value = attached.read(s, g)
+        return None if value is None else _enabled(value)
+
+    return Spec(
+        help="Whether a monitor is plugged into the GPU: Enabled or Disabled; deprecated by "
+        "NVIDIA from driver 580 on (use display_attached).",
+        read=read,
+        reading=probe.key,
+        probe=probe,
+    )
+
+
+# Fields nvidia-smi had before driver 580, which names gpu_recovery_action instead: accepted so
+# that scripts written for those drivers keep working, but not in the 580 list nor in its help.
+# Each is read from the recovery action (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION): Yes or No.
+_RESET_NEEDED = frozenset({1, 2, 6, 7})  # GPU reset, node reboot, bus reset, system reboot
+_DRAIN_AND_RESET = frozenset({4})
+
+
+def _recovery_says(actions: frozenset[int]) -> Show:
+    return lambda value: "Yes" if int(value) in actions else "No"
+
+
+def _legacy_specs() -> dict[str, Spec]:
+    recovery = field_value("NVML_FI_DEV_GET_GPU_RECOVERY_ACTION")
+    return {
+        "reset_status.reset_required": extra(
+            recovery,
+            "Whether the GPU needs a reset (or a reboot) to recover: Yes or No.",
+            _recovery_says(_RESET_NEEDED),
+        ),
+        "reset_status.drain_and_reset_recommended": extra(
+            recovery,
+            "Whether the driver recommends draining the GPU's work and resetting it: Yes or No.",
+            _recovery_says(_DRAIN_AND_RESET),
         ),
     }
 
@@ -868,3 +923,4 @@ SPECS: dict[str, Spec] = {
     **_clock_specs(),
     **_fabric_specs(),
 }
+LEGACY_SPECS: dict[str, Spec] = _legacy_specs()

@@ -6,9 +6,9 @@ diagnostics on stderr (faulthandler's dump when the driver crashes it). The conv
 parent -> child                         child -> parent
 ("start", config)                       ("hello", {"simulated", "dev_dir", "gpus", "pid"})
                                         or ("error", kind, message): the driver cannot be used
-("read", seq)                           ("snap", seq, Snapshot, Lists) or ("fail", seq, why);
-                                        while a reading is slow, ("gpu", seq,
-                                        GpuSample) for each GPU that has answered
+("read", seq, skip, careful)            ("snap", seq, Snapshot, Lists) or ("fail", seq, why);
+                                        while a reading is slow (careful: all along),
+                                        ("gpu", seq, GpuSample) for each GPU that answered
 ("probes", probes, explain)             (nothing: the next reads carry them)
 ("pids", n, pids)                       ("pids", n, PidMemory) or ("pids", n, why): the light
                                         read (their GPU memory, process lists only)
@@ -19,11 +19,15 @@ parent -> child                         child -> parent
 
 A snapshot's process lists travel beside it as what changed since the last snapshot
 (gputop.engine.process_delta). A reading normally goes over in one message; only a slow one is
-sent GPU by GPU, so that a one-shot whose time is up can show the GPUs that did answer.
+sent GPU by GPU, so that a one-shot whose time is up can show the GPUs that did answer; a careful
+one (the first, and those after a crash) is sent GPU by GPU from the start, so that a crash in
+it does not lose the GPUs read before.
 
 Three threads: the main one talks to the driver, one at a time, and may hang in it for ever;
 the *control* thread reads requests, so ``bye`` and the parent's death (end of file) are heard
-even then; the *watchdog* names the call the main thread is stuck in (from its stack).
+even then; the *watchdog* names the call each reading is stuck in (from its stack). A read with
+a ``skip`` (the GPUs a stuck reading hangs on) runs on a thread of its own, beside the stuck
+one: the other GPUs keep being read while one GPU's call hangs.
 
 When gputop dies without saying bye (SIGKILL, a crash of its own), the control thread puts the
 terminal back as it was (the dashboard's alternate screen, mouse tracking, raw mode) and saves
@@ -101,11 +105,15 @@ class _Child:
         self.requests: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
         self.main_ident = threading.get_ident()
         self._lock = threading.Lock()
-        self._busy: tuple[int, float] | None = None  # (seq, since) while the driver is called
-        self._progress: _Progress | None = None  # the GPUs of the reading in progress
-        self._called = threading.Event()  # set while _busy is
+        # Thread ident -> the reading it is in (seq, since, its GPUs so far; seq 0: opening).
+        self._busy: dict[int, tuple[int, float, _Progress | None]] = {}
+        self._called = threading.Event()  # set while any thread is in the driver
+        self._source: Any = None  # once opened: readings beside a stuck one use it too
         self._exiting = False
-        self._lists = ListEncoder()  # the main thread's: it alone sends snapshots
+        self._lists = ListEncoder()
+        # Encoding a snapshot's lists and sending it is one step: the other end decodes in the
+        # order they arrive, and a reading beside a stuck one may finish at the same moment.
+        self._snap_lock = threading.Lock()
 
     # -- threads ----------------------------------------------------------------------------
     def control(self) -> None:
@@ -121,18 +129,26 @@ class _Child:
                 self.leave(clean=True)
             elif message[0] == "flush":
                 self.flush(int(message[1]))
+            elif message[0] == "read" and len(message) > 2 and message[2]:
+                # The main thread is stuck in a GPU's call: read the others beside it.
+                threading.Thread(
+                    target=self._read,
+                    args=(self._source, int(message[1]), frozenset(message[2]), _careful(message)),
+                    daemon=True,
+                    name="gputop-beside",
+                ).start()
             else:
                 self.requests.put(message)
 
     def flush(self, seq: int) -> None:
         """Send what reading ``seq`` has so far and the call it is in; then ``flushed``."""
         with self._lock:
-            busy, progress = self._busy, self._progress
-        if busy is not None and busy[0] == seq:
-            frame = sys._current_frames().get(self.main_ident)
+            found = [(ident, b) for ident, b in self._busy.items() if b[0] == seq]
+        for ident, (_, since, progress) in found:
+            frame = sys._current_frames().get(ident)
             if progress is not None:
                 progress.send_new()
-            elapsed = time.monotonic() - busy[1]
+            elapsed = time.monotonic() - since
             self._send(("slow", seq, current_call(frame), current_gpu(frame), elapsed))
             del frame
         self._send(("flushed", seq))
@@ -144,21 +160,20 @@ class _Child:
             self._called.wait()
             time.sleep(WATCH_EVERY_S)
             with self._lock:
-                busy, progress = self._busy, self._progress
-            if busy is None:
-                continue
-            seq, since = busy
-            elapsed = time.monotonic() - since
-            if elapsed < SLOW_AFTER_S:
-                continue
-            frame = sys._current_frames().get(self.main_ident)
-            try:
-                if progress is not None:
-                    progress.send_new()
-                self.sender.send(("slow", seq, current_call(frame), current_gpu(frame), elapsed))
-            except OSError:
-                return
-            del frame
+                busy = list(self._busy.items())
+            for ident, (seq, since, progress) in busy:
+                elapsed = time.monotonic() - since
+                if elapsed < SLOW_AFTER_S:
+                    continue
+                frame = sys._current_frames().get(ident)
+                try:
+                    if progress is not None:
+                        progress.send_new()
+                    call, gpu = current_call(frame), current_gpu(frame)
+                    self.sender.send(("slow", seq, call, gpu, elapsed))
+                except OSError:
+                    return
+                del frame
 
     # -- the driver ---------------------------------------------------------------------------
     def run(self) -> None:
@@ -170,7 +185,7 @@ class _Child:
         while True:
             message = self.requests.get()
             if message[0] == "read":
-                self._read(source, int(message[1]))
+                self._read(source, int(message[1]), careful=_careful(message))
             elif message[0] == "pids":
                 self._read_pids(source, int(message[1]), message[2])
             elif message[0] == "probes":
@@ -183,7 +198,7 @@ class _Child:
         from gputop.errors import DriverError, DriverMissing, GputopError
 
         config = self.config
-        self._set_busy(0)
+        self._set_busy(0, None)
         try:
             if config.get("clock_origin_mono") is not None:
                 _continue_scenario_clock(float(config["clock_origin_mono"]))
@@ -204,8 +219,9 @@ class _Child:
             self._send(("error", kind, str(exc)))
             return None
         finally:
-            self._set_busy(None)
+            self._set_busy(None, None)
         _settle_heap()
+        self._source = source
         identities = getattr(source, "identities", None)
         self._send(
             (
@@ -221,23 +237,25 @@ class _Child:
         )
         return source
 
-    def _read(self, source: Any, seq: int) -> None:
-        progress = _Progress(self.sender, seq)
-        with self._lock:
-            self._progress = progress
-        self._set_busy(seq)
+    def _read(
+        self, source: Any, seq: int, skip: frozenset[int] = frozenset(), careful: bool = False
+    ) -> None:
+        progress = _Progress(self.sender, seq, careful=careful)
+        self._set_busy(seq, progress)
         try:
-            snapshot = source.snapshot(progress=progress)
+            if skip:
+                snapshot = source.snapshot(progress=progress, skip=skip)
+            else:
+                snapshot = source.snapshot(progress=progress)
         except Exception as exc:  # noqa: BLE001 - the driver layer's failure: report it, serve on
             self._send(("fail", seq, f"{type(exc).__name__}: {exc}"))
             return
         finally:
-            self._set_busy(None)
-            with self._lock:
-                self._progress = None
+            self._set_busy(None, None)
         # gputop's request number is the snapshot's: it goes on rising across restarts.
-        shell, lists = self._lists.encode(replace(snapshot, seq=seq))
-        self._send(("snap", seq, shell, lists))
+        with self._snap_lock:
+            shell, lists = self._lists.encode(replace(snapshot, seq=seq))
+            self._send(("snap", seq, shell, lists))
 
     def _read_pids(self, source: Any, n: int, pids: tuple[int, ...]) -> None:
         try:
@@ -246,13 +264,18 @@ class _Child:
             result = f"{type(exc).__name__}: {exc}"
         self._send(("pids", n, result))
 
-    def _set_busy(self, seq: int | None) -> None:
+    def _set_busy(self, seq: int | None, progress: _Progress | None) -> None:
+        """Note that this thread is in the driver for reading ``seq`` (None: out of it)."""
+        ident = threading.get_ident()
         with self._lock:
-            self._busy = None if seq is None else (seq, time.monotonic())
             if seq is None:
-                self._called.clear()
+                self._busy.pop(ident, None)
             else:
+                self._busy[ident] = (seq, time.monotonic(), progress)
+            if self._busy:
                 self._called.set()
+            else:
+                self._called.clear()
 
     def _send(self, message: tuple[Any, ...]) -> None:
         try:
@@ -275,17 +298,26 @@ class _Child:
         os._exit(0)
 
 
-class _Progress(list[Any]):
-    """The list NvmlSource.snapshot appends each GPU to; the watchdog sends them on when slow."""
+def _careful(message: tuple[Any, ...]) -> bool:
+    """Whether a read request asks for its GPUs one by one as they are read."""
+    return len(message) > 3 and bool(message[3])
 
-    def __init__(self, sender: Sender, seq: int) -> None:
+
+class _Progress(list[Any]):
+    """The list NvmlSource.snapshot appends each GPU to; the watchdog sends them on when slow,
+    and a ``careful`` reading sends each at once (a crash then keeps the GPUs read before)."""
+
+    def __init__(self, sender: Sender, seq: int, *, careful: bool = False) -> None:
         super().__init__()
         self._sender, self._seq, self._sent = sender, seq, 0
+        self._careful = careful
         self._lock = threading.Lock()
 
     def append(self, sample: Any) -> None:
         with self._lock:
             super().append(sample)
+        if self._careful:
+            self.send_new()
 
     def send_new(self) -> None:
         """Send the GPUs read since the last call (from the watchdog thread)."""

@@ -108,11 +108,22 @@ class Readings:
     before or NOT_RESPONDING. It raises DriverTimeout only while nothing is known about the GPUs
     (no reading yet); afterwards a source that gave nothing in time gives a snapshot of its
     known GPUs, all NOT_RESPONDING. Errors other than a timeout are raised as they come.
+
+    ``hold_last`` (the sampler, which re-sends its last reading while a source that cannot
+    report part of a reading is silent): such a source's timeout is DriverTimeout every time,
+    and its reading that finished after its wait is handed out by the next ``read``.
     """
 
-    def __init__(self, source: Source, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        source: Source,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        hold_last: bool = False,
+    ) -> None:
         self.source = source
         self._clock = clock
+        self._hold_last = hold_last
         self._pending: _Pending | None = None
         self._known: Snapshot | None = None  # the last snapshot handed out: the GPUs' identities
         # (seq, GPU indices handed out from it) of the last partial reading handed out
@@ -143,7 +154,7 @@ class Readings:
             snapshot = self._fetch(timeout_s)
         except DriverTimeout as exc:
             known = self._known
-            if known is None:
+            if known is None or self._hold_last:
                 raise
             pending = self._pending
             waited = self._clock() - (pending.started if pending is not None else started)
@@ -167,7 +178,7 @@ class Readings:
             snapshot: Snapshot = within(timeout_s)
             return snapshot
         pending = self._pending
-        if pending is None or pending.done.is_set():
+        if pending is None or (pending.done.is_set() and not self._hold_last):
             # Nothing in flight, or a reading that came in after its row was printed: it is old
             # by now (the driver process's source does the same), so read anew.
             pending = self._pending = self._start()

@@ -3,10 +3,13 @@
 The result is ``Snapshot.processes`` (one ProcessRow per GPU-related process, classified) and
 ``Snapshot.unattributed_memory_bytes``. :func:`classify` is the pure core.
 
-Unattributed memory: per healthy GPU, ``memory_used_bytes`` minus the sum of the listed
-processes' ``used_memory_bytes``. The driver keeps some memory for itself, so it is reported only
-beyond a tolerance of ``max(256 MiB, 2 % of memory_total_bytes)``; the reported value is the whole
-difference, not the excess over the tolerance.
+A process is called stuck only from what was read: a holder of a GPU whose process list is not
+known (lost, not responding, or the list call failed) is not evidence of anything.
+
+Unattributed memory: per healthy GPU whose process list was read, ``memory_used_bytes`` minus
+the sum of the listed processes' ``used_memory_bytes``. The driver keeps some memory for itself,
+so it is reported only beyond a tolerance of ``max(256 MiB, 2 % of memory_total_bytes)``; the
+reported value is the whole difference, not the excess over the tolerance.
 """
 
 from __future__ import annotations
@@ -65,6 +68,8 @@ class ProcFacts:
     holds_device: bool  # has a device file open or mapped
     orphaned: bool  # its parent exited and init or a subreaper adopted it (is_orphaned)
     holds_lost_gpu: bool = False  # one of the files it holds is a lost GPU's
+    # One of the files it holds is of a GPU whose process list could not be read.
+    holds_unlisted_gpu: bool = False
 
 
 def classify(facts: ProcFacts) -> tuple[ProcState, ...]:
@@ -79,8 +84,13 @@ def classify(facts: ProcFacts) -> tuple[ProcState, ...]:
     if facts.orphaned and (facts.listed or facts.holds_device):
         states.append(ProcState.ORPHAN)
     if facts.holds_device and not facts.listed:
-        # NVML cannot list contexts on a lost GPU: its users are not known to be stuck.
-        states.append(ProcState.ON_LOST_GPU if facts.holds_lost_gpu else ProcState.HOLDER)
+        # Not listed where no list could be read is no evidence: its users are not known stuck.
+        if facts.holds_lost_gpu:
+            states.append(ProcState.ON_LOST_GPU)
+        elif facts.holds_unlisted_gpu:
+            states.append(ProcState.UNKNOWN)
+        else:
+            states.append(ProcState.HOLDER)
     if facts.listed:
         states.append(ProcState.ACTIVE)
     return tuple(states)
@@ -98,10 +108,15 @@ def attributed_memory_bytes(gpu: GpuSample) -> int:
 
 
 def unattributed_memory(gpus: Iterable[GpuSample]) -> tuple[tuple[int, int], ...]:
-    """(gpu index, bytes) for each healthy GPU whose unlisted memory exceeds the tolerance."""
+    """(gpu index, bytes) for each healthy GPU whose unlisted memory exceeds the tolerance (a GPU
+    whose process list could not be read is left out: its memory's owners are unknown)."""
     out: list[tuple[int, int]] = []
     for gpu in gpus:
-        if gpu.state is not GpuState.OK or gpu.memory_used_bytes is None:
+        if (
+            gpu.state is not GpuState.OK
+            or gpu.memory_used_bytes is None
+            or gpu.process_list_error is not None
+        ):
             continue
         missing = gpu.memory_used_bytes - attributed_memory_bytes(gpu)
         if missing > unattributed_tolerance_bytes(gpu):
@@ -428,7 +443,9 @@ def _verdict(
     """A process's verdict, made anew (process_rows keeps the last one while its inputs are the
     same objects)."""
     orphaned, orphan_note = is_orphaned(info) if (listed or device_files) else (False, None)
-    held, on_lost = devices.gpus_of(device_files) if devices and device_files else (set(), ())
+    held, on_lost, on_unlisted = (
+        devices.gpus_of(device_files) if devices and device_files else (set(), (), ())
+    )
     facts = ProcFacts(
         listed=listed,
         visible=info.visible,
@@ -436,6 +453,7 @@ def _verdict(
         holds_device=bool(device_files),
         orphaned=orphaned,
         holds_lost_gpu=bool(on_lost),
+        holds_unlisted_gpu=bool(on_unlisted),
     )
     states = classify(facts)
     shown = info
@@ -444,6 +462,8 @@ def _verdict(
     note = _defunct_note(shown) if ProcState.DEFUNCT in states else orphan_note
     if note is None and ProcState.ON_LOST_GPU in states:
         note = _lost_note(on_lost)
+    if note is None and ProcState.UNKNOWN in states:
+        note = _unlisted_note(on_unlisted)
     return _Verdict(
         info=info,
         listed=listed,
@@ -526,55 +546,80 @@ _make_row = slot_maker(ProcessRow)  # a few hundred rows a tick at thousands of 
 
 @dataclass(frozen=True, slots=True)
 class DeviceMap:
-    """Which GPU each /dev/nvidiaN file is (N is the GPU's minor number), lost ones included."""
+    """Which GPU each /dev/nvidiaN file is (N is the GPU's minor number), and the GPUs whose
+    process lists say nothing: lost ones, and those whose list could not be read."""
 
     by_minor: dict[int, int]  # minor number -> GPU index
-    lost: frozenset[int]  # indices of lost GPUs
-    # A GPU lost before gputop started has no minor number: its file is one no GPU claims.
-    lost_unnumbered: tuple[int, ...]
+    lost: frozenset[int]  # indices of lost GPUs (GPU_IS_LOST: only a reset or reboot helps)
+    # Indices of GPUs whose process list could not be read: not responding (or the driver
+    # crashed), no handle, or the list call failed. Not lost: they may answer again.
+    unlisted: frozenset[int]
+    # Such a GPU without a minor number (lost before gputop started, say): its file is one no
+    # GPU claims.
+    unnumbered: tuple[int, ...]
 
     @classmethod
     def of(cls, gpus: Iterable[GpuSample]) -> DeviceMap:
         """The map for one snapshot's GPUs."""
         gpus = tuple(gpus)
-        # A GPU that did not answer in time lists no contexts either: its users are not known
-        # to be stuck, as on a lost one.
-        lost = frozenset(g.index for g in gpus if g.state in _SILENT)
+        lost = frozenset(g.index for g in gpus if g.state is GpuState.LOST)
+        unlisted = frozenset(
+            g.index
+            for g in gpus
+            if g.state in _UNLISTED or (g.state is GpuState.OK and g.process_list_error)
+        )
         return cls(
             by_minor={g.minor_number: g.index for g in gpus if g.minor_number is not None},
             lost=lost,
-            lost_unnumbered=tuple(
-                g.index for g in gpus if g.index in lost and g.minor_number is None
+            unlisted=unlisted,
+            unnumbered=tuple(
+                g.index for g in gpus if g.index in lost | unlisted and g.minor_number is None
             ),
         )
 
-    def gpus_of(self, device_files: tuple[str, ...]) -> tuple[set[int], tuple[str, ...]]:
-        """(GPU indices whose files are held, the held files that belong to a lost GPU)."""
+    def gpus_of(
+        self, device_files: tuple[str, ...]
+    ) -> tuple[set[int], tuple[str, ...], tuple[str, ...]]:
+        """(GPU indices whose files are held, the held files that belong to a lost GPU, those
+        that belong to a GPU whose process list could not be read)."""
         found: set[int] = set()
         on_lost: list[str] = []
+        on_unlisted: list[str] = []
         for path in device_files:
             number = os.path.basename(path).removeprefix("nvidia")
             if not number.isdigit():
                 continue  # nvidiactl, nvidia-uvm: every CUDA process holds them
             index = self.by_minor.get(int(number))
-            if index is None and self.lost_unnumbered:
-                on_lost.append(path)
-                if len(self.lost_unnumbered) == 1:
-                    found.add(self.lost_unnumbered[0])
+            if index is None and self.unnumbered:
+                # A file no GPU claims: lost only when every GPU it may be is lost.
+                lost = all(i in self.lost for i in self.unnumbered)
+                (on_lost if lost else on_unlisted).append(path)
+                if len(self.unnumbered) == 1:
+                    found.add(self.unnumbered[0])
             elif index is not None:
                 found.add(index)
                 if index in self.lost:
                     on_lost.append(path)
-        return found, tuple(on_lost)
+                elif index in self.unlisted:
+                    on_unlisted.append(path)
+        return found, tuple(on_lost), tuple(on_unlisted)
 
 
-_SILENT = (GpuState.LOST, GpuState.NOT_RESPONDING)
+# States in which a GPU lists no contexts although it is not lost.
+_UNLISTED = (GpuState.NOT_RESPONDING, GpuState.ERROR)
 
 
 def _lost_note(files: tuple[str, ...]) -> str:
     return (
-        f"holds {', '.join(files)} of a GPU the driver has lost or that did not answer, so "
-        "whether it still uses that GPU cannot be known"
+        f"holds {', '.join(files)} of a GPU the driver has lost, so whether it still uses that "
+        "GPU cannot be known"
+    )
+
+
+def _unlisted_note(files: tuple[str, ...]) -> str:
+    return (
+        f"holds {', '.join(files)} of a GPU whose processes the driver could not list (it did "
+        "not answer, or the list call failed), so whether it uses that GPU is unknown"
     )
 
 

@@ -8,9 +8,14 @@ exporter only read the snapshots it sends over a pipe.
 * It crashed: ``snapshot()`` raises DriverCrashed and ``driver_note`` says
   ``DRIVER CRASHED (SIGSEGV in libnvidia-ml: nvmlDeviceGetPowerUsage) — restarting``; the next
   call after a backoff (0.5 s, doubling to 30 s, reset by a good reading) starts a new one.
-* It hangs: ``snapshot()`` waits (the sampler re-sends the last reading as stale meanwhile) and
-  ``driver_note`` names the call; ``snapshot_within(timeout_s)`` returns what it has when the
-  time is up, each GPU that did not answer in state NOT_RESPONDING.
+  ``snapshot_within`` meanwhile gives each GPU NOT_RESPONDING, or, if a reading had read it
+  before the crash, that reading with ``stale_s`` set: the first reading and those after a
+  crash come GPU by GPU, so a crash does not take the GPUs read before it along.
+* It hangs: ``snapshot()`` waits and ``driver_note`` names the call;
+  ``snapshot_within(timeout_s)`` returns what it has when the time is up, each GPU that did not
+  answer in state NOT_RESPONDING. When the time ran out on a reading stuck in one GPU's call,
+  the next ``snapshot_within`` reads the other GPUs beside it (the driver process runs that
+  reading on a thread of its own): they keep updating while that GPU does not answer.
 * ``close()`` says goodbye and gives the process a moment to stop the demo's processes, then
   kills it; it never waits for it (a process stuck in the kernel is the kernel's business).
 """
@@ -26,7 +31,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
 from gputop.engine.crash import describe_exit
@@ -113,11 +118,18 @@ class IsolatedSource:
         self._seq = 0
         self._pid_seq = 0  # light reads count apart: a Snapshot's seq is gputop's tick number
         self._inflight: tuple[int, float, float] | None = None  # seq, mono, wall of the request
+        # GPU -> (seq, call, since) of a reading stuck in that GPU's call; later readings skip it
+        self._stuck: dict[int, tuple[int, str | None, float]] = {}
+        self._given_up: int | None = None  # the reading a snapshot_within ran out of time on
         self._probes: tuple[Any, Any] | None = None
         self._crashes_in_row = 0
         self._next_start = 0.0
         self._crash_note: str | None = None  # "DRIVER CRASHED (why)" until a good reading
         self._crashed_at = 0.0
+        # What the readings that crashed had read: GPU -> (sample, when its reading began).
+        # Kept, marked stale, until a reading comes through (see _silent_box).
+        self._before_crash: dict[int, tuple[GpuSample, float]] = {}
+        self._good_readings = 0  # readings taken; none yet, or a crash since: send GPU by GPU
         self._last_hello: dict[str, Any] | None = None
         self._clock_origin = time.monotonic()
         self._guard: dict[str, Any] = {}
@@ -135,8 +147,13 @@ class IsolatedSource:
 
     @property
     def dev_dir(self) -> str:
-        """The folder of the box's /dev/nvidia* files (the demo has its own)."""
-        return str(self._hello().get("dev_dir") or "/dev")
+        """The folder of the box's /dev/nvidia* files. A simulated box has its own, never /dev:
+        until its driver process says which, none (a folder that cannot hold any)."""
+        hello = self._hello()
+        if hello.get("dev_dir"):
+            return str(hello["dev_dir"])
+        simulated = hello.get("simulated") or self.config.demo or self.config.scenario
+        return os.devnull if simulated else "/dev"  # nothing can be under /dev/null
 
     @property
     def driver_note(self) -> str | None:
@@ -155,10 +172,19 @@ class IsolatedSource:
                 slow = proc.slow.get(0)
                 call = slow[0] if slow and slow[0] else "the driver"
                 return f"waiting for the driver: {call} not answering for {waited:.0f} s"
-            if inflight is None or now - inflight[1] < SLOW_NOTE_AFTER_S:
-                return None
-            waited = now - inflight[1]
-            return _slow_note(proc.slow.get(inflight[0]), f"not answering for {waited:.0f} s")
+            if inflight is not None and now - inflight[1] >= SLOW_NOTE_AFTER_S:
+                waited = now - inflight[1]
+                return _slow_note(proc.slow.get(inflight[0]), f"not answering for {waited:.0f} s")
+            return self._stuck_note(now, "not answering for {:.0f} s")
+
+    def _stuck_note(self, now: float, what: str) -> str | None:
+        """The longest-stuck GPU's call, in words (``what`` formats its seconds); lock held."""
+        if not self._stuck:
+            return None
+        gpu, (seq, call, since) = min(self._stuck.items(), key=lambda item: item[1][2])
+        proc = self._proc
+        slow = proc.slow.get(seq) if proc is not None else None
+        return _slow_note(((slow[0] if slow else None) or call, gpu, 0.0), what.format(now - since))
 
     def wait_ready(self, timeout_s: float) -> bool:
         """Wait up to ``timeout_s`` for the driver to be open; False if it is not yet.
@@ -193,7 +219,7 @@ class IsolatedSource:
             slow = proc.slow.get(0)
             what = f" ({slow[0]} did not return)" if slow and slow[0] else ""
             raise DriverTimeout(f"the NVIDIA driver did not answer within {timeout_s:g} s{what}")
-        seq = self._begin_read(proc)
+        seq = self._begin_read(proc, beside=True)
         with self._cond:
             self._cond.wait_for(
                 lambda: seq in proc.results or proc.death is not None,
@@ -215,6 +241,7 @@ class IsolatedSource:
                     if self._last_hello is None:
                         raise
                     return self._silent_box(seq, timeout_s)
+            self._given_up = seq
         return self._silent_box(seq, timeout_s)
 
     def pid_memory(self, pids: Iterable[int]) -> PidMemory:
@@ -281,6 +308,7 @@ class IsolatedSource:
         with self._cond:
             self._proc = proc
             self._inflight = None  # the dead process's reading will never come
+            self._stuck.clear()
         return proc
 
     def _spawn(self) -> _Process:
@@ -346,9 +374,11 @@ class IsolatedSource:
         elif kind == "snap":
             proc.gpus.pop(message[1], None)
             proc.results[message[1]] = message[2]
+            self._unstuck(message[1])
         elif kind == "fail":
             proc.gpus.pop(message[1], None)
             proc.results[message[1]] = clean(str(message[2]))
+            self._unstuck(message[1])
         elif kind == "pids":
             result = message[2]
             proc.pid_results[message[1]] = clean(result) if isinstance(result, str) else result
@@ -382,6 +412,10 @@ class IsolatedSource:
                 self._next_start = time.monotonic() + delay
                 self._crash_note = f"DRIVER CRASHED ({proc.death})"
                 self._crashed_at = time.monotonic()
+                inflight = self._inflight
+                if inflight is not None:
+                    for sample in proc.gpus.get(inflight[0], ()):
+                        self._before_crash[sample.index] = (sample, inflight[1])
             self._cond.notify_all()
         proc.buried.set()
 
@@ -415,23 +449,52 @@ class IsolatedSource:
                 raise DriverCrashed(f"the NVIDIA driver crashed ({proc.death})")
             return False
 
-    def _begin_read(self, proc: _Process) -> int:
-        """Ask for a reading unless one is in flight; returns the one to wait for."""
+    def _begin_read(self, proc: _Process, *, beside: bool = False) -> int:
+        """Ask for a reading unless one is in flight; returns the one to wait for.
+
+        ``beside``: a reading that a ``snapshot_within`` ran out of time on, stuck in one GPU's
+        call, is left running, and a new one reads the other GPUs beside it.
+        """
         with self._cond:
             inflight = self._inflight
             if inflight is not None and inflight[0] not in proc.results and proc.death is None:
-                return inflight[0]
+                slow = proc.slow.get(inflight[0])
+                if not (beside and slow and slow[1] is not None) or (self._given_up != inflight[0]):
+                    return inflight[0]
+                self._stuck[slow[1]] = (inflight[0], slow[0], inflight[1])
             # A reading that finished after its caller stopped waiting is not handed out late
             # (a logging loop would print old values as new): forget it, and all it said.
+            stuck_seqs = {seq for seq, _, _ in self._stuck.values()}
             for kept in (proc.results, proc.gpus, proc.slow):
-                for old in [s for s in kept if s]:  # s == 0: what opening the driver said
+                # s == 0: what opening the driver said; a stuck reading still names its call
+                for old in [s for s in kept if s and s not in stuck_seqs]:
                     del kept[old]
             proc.flushed.clear()
             self._seq += 1
             self._inflight = (self._seq, time.monotonic(), time.time())
             seq = self._seq
-        self._send(proc, ("read", seq))
+            skip = tuple(sorted(self._stuck))
+            # The first reading, and those after a crash, come GPU by GPU: should the driver
+            # crash in them, the GPUs read before it are not lost with it.
+            careful = self._good_readings == 0 or self._crashes_in_row > 0
+        self._send(proc, ("read", seq, skip, careful))
         return seq
+
+    def _unstuck(self, seq: int) -> None:
+        """Reading ``seq`` ended: its GPU is read again (called with the lock held)."""
+        for gpu in [g for g, stuck in self._stuck.items() if stuck[0] == seq]:
+            del self._stuck[gpu]
+
+    def _stuck_error(self, gpu: int, now: float) -> tuple[str, float] | None:
+        """Why GPU ``gpu`` has no reading and for how long, if a reading is stuck in its call
+        (called with the lock held)."""
+        stuck = self._stuck.get(gpu)
+        if stuck is None:
+            return None
+        proc = self._proc
+        slow = proc.slow.get(stuck[0]) if proc is not None else None
+        call = (slow[0] if slow else None) or stuck[1]
+        return (f"{call} did not return" if call else "no answer"), now - stuck[2]
 
     def _take(self, proc: _Process, seq: int) -> Snapshot:
         """The finished reading ``seq`` (called with the lock held)."""
@@ -446,7 +509,26 @@ class IsolatedSource:
             raise DriverError(result)
         self._crashes_in_row = 0
         self._crash_note = None
+        self._before_crash.clear()
+        self._good_readings += 1
+        hello = self._last_hello
+        if self._stuck and hello is not None and len(result.gpus) < len(hello.get("gpus", ())):
+            result = self._with_stuck(result, hello)
         return result
+
+    def _with_stuck(self, result: Snapshot, hello: dict[str, Any]) -> Snapshot:
+        """A reading beside a stuck one, with each GPU it skipped NOT_RESPONDING (lock held)."""
+        now = time.monotonic()
+        by_index = {g.index: g for g in result.gpus}
+        gpus = []
+        for identity in hello.get("gpus", ()):
+            got = by_index.get(identity.index)
+            if got is None:
+                error, waited = self._stuck_error(identity.index, now) or ("no answer", None)
+                got = placeholder(identity, error=error, stale_s=waited)
+            gpus.append(got)
+        note = self._stuck_note(now, "not answering for {:.0f} s")
+        return replace(result, gpus=tuple(gpus), driver_note=note)
 
     def _silent_box(self, seq: int | None, timeout_s: float) -> Snapshot:
         """What ``snapshot_within`` gives when time is up: the GPUs that answered, and the rest
@@ -466,15 +548,25 @@ class IsolatedSource:
                 answered = list(proc.gpus.get(seq, ()))
                 slow = proc.slow.get(seq)
             crash, crashed_at = self._crash_note, self._crashed_at
+            kept = dict(self._before_crash) if crash is not None else {}
         # How long each silent GPU has given nothing: since the request, or since the crash.
         waited = now - (crashed_at if crash is not None else started)
         by_index = {g.index: g for g in answered}
         call, stuck_gpu = (slow[0], slow[1]) if slow else (None, None)
         gpus = []
         for identity in hello.get("gpus", ()):
+            if identity.index in kept:  # read before the crash: its reading, marked stale
+                sample, began = kept[identity.index]
+                gpus.append(replace(sample, stale_s=now - began))
+                continue
             got = by_index.get(identity.index)
             if got is not None:
                 gpus.append(got)
+                continue
+            with self._cond:
+                beside = None if crash is not None else self._stuck_error(identity.index, now)
+            if beside is not None:
+                gpus.append(placeholder(identity, error=beside[0], stale_s=beside[1]))
                 continue
             if crash is not None:
                 error = crash
@@ -485,7 +577,9 @@ class IsolatedSource:
             else:
                 error = f"{call} did not return" if call else "no answer"
             gpus.append(placeholder(identity, error=error, stale_s=waited))
-        note = crash or _slow_note(slow, f"did not return within {timeout_s:g} s")
+        with self._cond:
+            beside_note = None if slow else self._stuck_note(now, "did not return within {:.0f} s")
+        note = crash or beside_note or _slow_note(slow, f"did not return within {timeout_s:g} s")
         system = hello.get("system") or SystemInfo(hostname="")
         return Snapshot(
             seq=seq or 0,

@@ -31,8 +31,8 @@ class GpuState(StrEnum):
     """Health of one GPU as the driver layer saw it in this snapshot."""
 
     OK = "ok"
-    LOST = "lost"  # fell off the bus (NVML_ERROR_GPU_IS_LOST)
-    ERROR = "error"  # the handle could not be read at all for another reason
+    LOST = "lost"  # fell off the bus (NVML_ERROR_GPU_IS_LOST): only a reset or reboot helps
+    ERROR = "error"  # the driver gave no handle for it, for another reason than a lost GPU
     # The driver did not answer for this GPU in time (a call hung): no reading, see stale_s.
     NOT_RESPONDING = "not-responding"
 
@@ -74,6 +74,9 @@ class ProcState(StrEnum):
     # Holds the device file of a GPU the driver has lost: NVML can list no context there, so
     # whether it works cannot be known. Not called stuck (a holder) for the driver's failure.
     ON_LOST_GPU = "lost-gpu"
+    # Holds the device file of a GPU whose process list could not be read (NOT RESPONDING, the
+    # driver crashed, or the list call failed): whether it has a context there is unknown.
+    UNKNOWN = "unknown"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -261,6 +264,9 @@ class GpuSample:
     persistence_mode: bool | None = None
     mig_mode: bool | None = None
     processes: tuple[GpuProcess, ...] = ()
+    # Why the driver's process list could not be read (None: it was): ``processes`` then holds
+    # only what was read, and a process holding this GPU without an entry is not known stuck.
+    process_list_error: str | None = None
     # In MIG mode: its MIG devices, in NVML's index order (empty otherwise, or when unreadable).
     mig_devices: tuple[MigDevice, ...] = ()
     # Only when a query asks for them (empty otherwise): readings beyond the ones above, keyed by
@@ -470,6 +476,6 @@ def pid_memory_of(snapshot: Snapshot, pids: Iterable[int]) -> PidMemory:
         by_gpu_bytes=tuple(
             (g.index, sum(p.used_memory_bytes or 0 for p in g.processes if p.pid in wanted))
             for g in snapshot.gpus
-            if g.state is GpuState.OK
+            if g.state is GpuState.OK and g.process_list_error is None  # else not known
         ),
     )

@@ -1,8 +1,9 @@
 """The one way in to the NVIDIA driver: NVML, through pynvml, into immutable Snapshots.
 
-Only this module imports pynvml. Every field is read on its own through ``_read``: a field the
-driver does not support (or may not tell us) is ``None``; a GPU that falls off the bus becomes a
-GpuSample in state LOST while the others keep working.
+Only this module imports pynvml. Every field is read on its own through ``_read``: a field whose
+call fails, with any error code known or not, is ``None`` and costs nothing else; only
+NVML_ERROR_GPU_IS_LOST makes a GPU a GpuSample in state LOST, while the others keep working. A
+process list the driver could not give is unknown (GpuSample.process_list_error), never empty.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import struct
 import threading
 import time
 from array import array
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, count
 from typing import Any, TypeVar
@@ -47,19 +48,6 @@ from gputop.errors import DriverError, DriverMissing
 
 T = TypeVar("T")
 
-# Errors that mean "this field is not available here": the field becomes None.
-_FIELD_ERRORS = {
-    pynvml.NVML_ERROR_NOT_SUPPORTED,
-    pynvml.NVML_ERROR_NO_PERMISSION,
-    pynvml.NVML_ERROR_FUNCTION_NOT_FOUND,
-    pynvml.NVML_ERROR_NOT_FOUND,
-    pynvml.NVML_ERROR_INVALID_ARGUMENT,
-    pynvml.NVML_ERROR_UNKNOWN,
-    pynvml.NVML_ERROR_INSUFFICIENT_SIZE,
-    pynvml.NVML_ERROR_TIMEOUT,
-    getattr(pynvml, "NVML_ERROR_ARGUMENT_VERSION_MISMATCH", 25),
-}
-
 _INIT_MESSAGES = {
     pynvml.NVML_ERROR_LIBRARY_NOT_FOUND: (
         "NVIDIA driver not found (libnvidia-ml.so.1). Try: gputop --demo"
@@ -87,32 +75,39 @@ class _Lost(Exception):
 
 
 def _read(call: Callable[..., T], *args: Any) -> T | None:
-    """Run one NVML call; unsupported/forbidden -> None; lost GPU -> _Lost."""
+    """Run one NVML call: its answer; None when it fails, whatever the code (a code NVML adds
+    tomorrow included: one field's failure is never the GPU's); a lost GPU -> _Lost."""
     try:
         return call(*args)
     except pynvml.NVMLError as exc:
-        if exc.value == pynvml.NVML_ERROR_GPU_IS_LOST:
-            raise _Lost from None
-        if exc.value in _FIELD_ERRORS:
-            return None
-        raise
+        _raise_if_lost(exc)
+        return None
+
+
+def _raise_if_lost(exc: pynvml.NVMLError) -> None:
+    """The one error that is the GPU's rather than the call's: NVML_ERROR_GPU_IS_LOST."""
+    if exc.value == pynvml.NVML_ERROR_GPU_IS_LOST:
+        raise _Lost from None
 
 
 def _first(*calls: Callable[[], T]) -> T | None:
-    """The first call that the driver has (FUNCTION_NOT_FOUND moves on to the next)."""
+    """The first call that the driver has (FUNCTION_NOT_FOUND moves on to the next); None when
+    none has it or the call fails (as ``_read``)."""
     for call in calls:
         try:
             return call()
         except pynvml.NVMLError as exc:
-            if exc.value == pynvml.NVML_ERROR_GPU_IS_LOST:
-                raise _Lost from None
-            if exc.value != pynvml.NVML_ERROR_FUNCTION_NOT_FOUND and exc.value in _FIELD_ERRORS:
-                return None
+            _raise_if_lost(exc)
             if exc.value != pynvml.NVML_ERROR_FUNCTION_NOT_FOUND:
-                raise
+                return None
         except AttributeError:  # an older pynvml without this wrapper
             continue
     return None
+
+
+def _error_text(code: int) -> str:
+    """An NVML return code as the driver words it, clean (the driver's text is untrusted)."""
+    return clean(f"{pynvml.NVMLError(code)} (code {code})")
 
 
 def _text(value: str | bytes | None) -> str | None:
@@ -155,6 +150,7 @@ class _Static:
     mig_profiles: tuple[_Profile, ...] = ()
     mig_static: dict[str, dict[str, Any]] = field(default_factory=dict)
     mig_utilization: bool = True  # False once a MIG device gave none (no driver to date does)
+    lost: bool = False  # a call read here answered GPU_IS_LOST: a lost GPU does not come back
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,7 +295,7 @@ class NvmlSource:
             st.fans = _first(lambda: pynvml.nvmlDeviceGetNumFans(handle))
             st.mig_keys = _mig_keys(handle)
         except _Lost:
-            pass  # the per-tick read reports the GPU as lost
+            st.lost = True  # every tick reports it lost, whichever calls a tick makes
         return st
 
     def _assign_cuda_indices(self) -> None:
@@ -337,11 +333,14 @@ class NvmlSource:
         """Each GPU's identity (index, UUID, name, bus id, ...) with no readings: read at start."""
         return tuple(GpuSample(**self._identity(i)) for i in range(len(self._handles)))
 
-    def snapshot(self, progress: list[GpuSample] | None = None) -> Snapshot:
+    def snapshot(
+        self, progress: list[GpuSample] | None = None, skip: Collection[int] = ()
+    ) -> Snapshot:
         """Read every GPU once and return one immutable Snapshot.
 
         With ``progress``, each GPU's sample is appended to it as soon as it is read: whoever
         watches a slow reading (gputop.engine.child) can pass on the GPUs that did answer.
+        ``skip``: GPUs left out (another thread is stuck in their call; the child's business).
         """
         with self._lock:
             self._seq += 1
@@ -354,6 +353,8 @@ class NvmlSource:
         counters: list[GpuCounters] = []
         self._parsed_before, self._parsed = self._parsed, {}
         for i in range(len(self._handles)):
+            if i in skip:
+                continue
             gpu = self._read_gpu(i)
             read.append(gpu)
             if reader is not None and gpu.state is GpuState.OK:
@@ -410,7 +411,10 @@ class NvmlSource:
             return [(None, None, mh) for _, mh in _mig_handles(h)] if _in_mig_mode(h) else []
 
         for kind in ("Compute", "Graphics"):
-            for pid, used, _, _ in self._list_on_gpu(kind, h, migs, self._light_buffers):
+            listed, error = self._list_on_gpu(kind, h, migs, self._light_buffers)
+            if error is not None:  # a list it could not read: the GPU is left out, not 0
+                raise pynvml.NVMLError(error)
+            for pid, used, _, _ in listed:
                 by_pid[pid] = used if pid not in by_pid else _max_known(by_pid[pid], used)
         return by_pid
 
@@ -431,12 +435,14 @@ class NvmlSource:
         handle = self._handles[index]
         if handle is None:
             return self._unreadable(index, identity)
+        if st.lost:
+            return GpuSample(state=GpuState.LOST, error=LOST_TEXT, **identity)
         try:
             return GpuSample(**identity, **self._read_dynamic(index, handle, st))
         except _Lost:
             return GpuSample(state=GpuState.LOST, error=LOST_TEXT, **identity)
-        except pynvml.NVMLError as exc:
-            return GpuSample(state=GpuState.ERROR, error=str(exc), **identity)
+        except pynvml.NVMLError as exc:  # a bug here, not the driver's: every call is guarded
+            return GpuSample(state=GpuState.ERROR, error=clean(str(exc)), **identity)
 
     def _unreadable(self, index: int, identity: dict[str, Any]) -> GpuSample:
         """A GPU the driver gave no handle for: lost before we started, or another failure."""
@@ -501,7 +507,9 @@ class NvmlSource:
         values["mig_mode"] = bool(mig[0]) if mig else None
         migs = self._read_mig(index, h, st) if values["mig_mode"] else []
         values["mig_devices"] = tuple(device for device, _ in migs)
-        values["processes"] = self._read_processes(index, h, migs)
+        values["processes"], values["process_list_error"] = self._read_processes(
+            index, h, migs, mig_mode=bool(values["mig_mode"])
+        )
         if self._asked is not None:  # only gputop query asks; the dashboard's tick never does
             values.update(self._asked.read(h, values))
         return values
@@ -575,11 +583,30 @@ class NvmlSource:
 
     # -- processes ------------------------------------------------------------------------
     def _read_processes(
-        self, index: int, h: Any, migs: Sequence[tuple[MigDevice, Any]] = ()
-    ) -> tuple[GpuProcess, ...]:
-        lists = tuple(
+        self,
+        index: int,
+        h: Any,
+        migs: Sequence[tuple[MigDevice, Any]] = (),
+        *,
+        mig_mode: bool = False,
+    ) -> tuple[tuple[GpuProcess, ...], str | None]:
+        """The GPU's contexts, and why its list is not known in full (None: it is): the
+        contexts of a list that failed are unknown, and no entry stands for them."""
+        read = [
             self._list_on_gpu(kind, h, lambda: _instances(migs)) for kind in ("Compute", "Graphics")
-        )
+        ]
+        lists = (read[0][0], read[1][0])
+        failed = [
+            f"nvmlDeviceGet{kind}RunningProcesses: {_error_text(error)}"
+            for kind, (_, error) in zip(("Compute", "Graphics"), read, strict=True)
+            if error is not None
+        ]
+        return self._entries(index, h, lists, mig_mode=mig_mode), "; ".join(failed) or None
+
+    def _entries(
+        self, index: int, h: Any, lists: tuple[list[_Listed], ...], *, mig_mode: bool
+    ) -> tuple[GpuProcess, ...]:
+        """One entry per listed PID, the last snapshot's objects where unchanged."""
         last = self._lists.get(index)
         if last is not None and last.lists[0] is lists[0] and last.lists[1] is lists[1]:
             merged = last.merged  # the same contexts and memory as the last snapshot
@@ -587,7 +614,9 @@ class NvmlSource:
             merged = _merge(lists)
         if last is not None and merged is last.merged and (self._seq + index) % self._util_turns:
             return last.listed  # the same contexts, and not this GPU's turn for utilisation
-        utils = self._read_process_utilization(index, h) if merged else _NO_UTILS
+        # In MIG mode NVML keeps no per-process utilisation (a driver answering NOT_FOUND
+        # there means none, not idle): N/A, as for the MIG devices themselves.
+        utils = self._read_process_utilization(index, h) if merged and not mig_mode else _NO_UTILS
         if last is not None and merged is last.merged and utils.absent == last.utils.absent:
             # Only the processes whose utilisation moved: a few hundred of 5,000 (issue 17).
             moved = utils.moved_since(last.utils)
@@ -620,19 +649,26 @@ class NvmlSource:
         h: Any,
         migs: Callable[[], Sequence[tuple[int | None, int | None, Any]]],
         buffers: _ListBuffers | None = None,
-    ) -> list[_Listed]:
-        """The GPU's contexts of one kind. In MIG mode the GPU's own list needs privileges
-        (NVML: "aggregate information, only if the caller has appropriate privileges"); without
-        them, each MIG device's list, whose contexts run in that device's instances (``migs``,
-        asked only then: each MIG device's GPU and compute instance ids and handle)."""
+    ) -> tuple[list[_Listed], int | None]:
+        """The GPU's contexts of one kind, and the error that kept some from being read (None:
+        the list is whole). In MIG mode the GPU's own list needs privileges (NVML: "aggregate
+        information, only if the caller has appropriate privileges"); without them, each MIG
+        device's list, whose contexts run in that device's instances (``migs``, asked only
+        then: each MIG device's GPU and compute instance ids and handle)."""
         listed, error = self._list_processes(kind, h, buffers)
         if error != pynvml.NVML_ERROR_NO_PERMISSION:
-            return listed
+            return listed, error
+        devices = migs()
+        if not devices:  # no MIG device to ask instead: the list is denied, so unknown
+            return listed, error
         out: list[_Listed] = []
-        for mig_gi, mig_ci, mh in migs():
-            for pid, used, gi, ci in self._list_processes(kind, mh, buffers)[0]:
+        error = None
+        for mig_gi, mig_ci, mh in devices:
+            on_mig, failed = self._list_processes(kind, mh, buffers)
+            error = error if failed is None else failed
+            for pid, used, gi, ci in on_mig:
                 out.append((pid, used, mig_gi if gi is None else gi, mig_ci if ci is None else ci))
-        return out
+        return out, error
 
     def _foreign_name(self, pid: int) -> str | None:
         """The driver's name for a PID this PID namespace cannot see (a container's, say).
@@ -656,8 +692,10 @@ class NvmlSource:
         self, kind: str, h: Any, buffers: _ListBuffers | None = None
     ) -> tuple[list[_Listed], int | None]:
         """(pid, used bytes, GPU instance id, compute instance id) of each context, trying the
-        v3, v2 then v1 call (drivers disagree); and the error that left the list empty."""
-        apis = [self._proc_api] if self._proc_api else list(_PROCESS_CALLS)
+        v3, v2 then v1 call (drivers disagree); and the error that kept it from being read
+        (None: read), whatever its code: an empty list then means unknown, not none."""
+        # The call that worked last first; should the driver lack it after all, the others.
+        apis = (self._proc_api, *_PROCESS_CALLS) if self._proc_api else tuple(_PROCESS_CALLS)
         for api in apis:
             suffix, struct = _PROCESS_CALLS[api]
             try:
@@ -666,11 +704,8 @@ class NvmlSource:
             except pynvml.NVMLError as exc:
                 if exc.value == pynvml.NVML_ERROR_FUNCTION_NOT_FOUND:
                     continue
-                if exc.value == pynvml.NVML_ERROR_GPU_IS_LOST:
-                    raise _Lost from None
-                if exc.value in _FIELD_ERRORS:
-                    return [], exc.value
-                raise
+                _raise_if_lost(exc)
+                return [], exc.value
             self._proc_api = api
             if buffers is not None:  # pid_memory's light read, beside a snapshot: no reuse
                 return _parse_list(result, struct), None
@@ -695,11 +730,8 @@ class NvmlSource:
         except pynvml.NVMLError as exc:
             if exc.value == pynvml.NVML_ERROR_NOT_FOUND:
                 return _IDLE_UTILS
-            if exc.value == pynvml.NVML_ERROR_GPU_IS_LOST:
-                raise _Lost from None
-            if exc.value in _FIELD_ERRORS:
-                return _NO_UTILS
-            raise
+            _raise_if_lost(exc)
+            return _NO_UTILS  # any other error: unknown, never idle
         return _Utils.of(samples) if samples else _IDLE_UTILS
 
 

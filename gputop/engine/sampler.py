@@ -1,14 +1,16 @@
 """The sampler: daemon threads that read the source on a schedule and hand out complete snapshots.
 
-Two daemon threads (never Textual workers, so a call hung in the driver cannot hold the exit):
-
-* the *reader* calls ``source.snapshot()`` when asked, one call at a time: a hung call never
-  piles up new calls behind it;
-* the *ticker* asks for a reading every ``interval_s``, waits for it at most ``0.8 * interval_s``
-  and then emits either the fresh, enriched snapshot, or the last good one re-sent with
-  ``stale_s`` set to its age. So the consumer hears from the sampler on time even when the driver
-  hangs. A source that raises is counted (``errors``, ``last_error``) and the last good snapshot
-  is re-sent as stale; the thread keeps going.
+A daemon thread (never a Textual worker, so a call hung in the driver cannot hold the exit), the
+*ticker*, asks for a reading every ``interval_s`` and waits for it at most ``0.8 * interval_s``
+(gputop.engine.deadline.Readings, as the logging loops do: one call at a time, a hung call never
+piles up new calls behind it). A driver process (gputop.engine.isolated) answers in time with
+what it has: the GPUs that answered, fresh, and each GPU whose call hangs NOT_RESPONDING (from
+the first reading on; the others keep updating while it hangs, and after a crash every GPU is
+NOT_RESPONDING until the driver process is back). Such a snapshot is emitted, enriched, like any.
+A source that cannot report part of a reading, silent past the wait, gets the last good snapshot
+re-sent with ``stale_s`` set to its age. So the consumer hears from the sampler on time even
+when the driver hangs. A source that raises is counted (``errors``, ``last_error``) and the last
+good snapshot is re-sent as stale; the thread keeps going.
 
 The holder scan (``/dev/nvidia*`` open files) runs on the ticker, a bounded share each tick
 (:class:`gputop.engine.holder_watch.HolderWatch`): every process is looked at within
@@ -25,6 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
+from gputop.engine.deadline import Readings
 from gputop.engine.enrich import RowMemo
 from gputop.engine.enrich import enrich as enrich_snapshot
 from gputop.engine.history import HISTORY_TICKS, History
@@ -34,66 +37,11 @@ from gputop.engine.model import GpuProcess, Snapshot, SystemInfo, listed_pids, s
 from gputop.engine.procs import ProcReader
 from gputop.engine.sanitize import clean
 from gputop.engine.source import Source
+from gputop.errors import DriverTimeout
 
 log = logging.getLogger(__name__)
 
 _WAIT_FRACTION = 0.8  # of the interval: how long a tick waits for the driver before going stale
-
-
-class _Reader:
-    """A daemon thread that performs ``source.snapshot()`` on request, one call at a time."""
-
-    def __init__(self, source: Source, on_error: Callable[[BaseException], None]) -> None:
-        self._source = source
-        self._on_error = on_error
-        self._cond = threading.Condition()
-        self._requested = False
-        self._busy = False
-        self._done = False  # a finished call whose outcome is not taken yet
-        self._result: Snapshot | None = None
-        self._stopped = False
-        self._thread = threading.Thread(target=self._run, name="gputop-reader", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        with self._cond:
-            self._stopped = True
-            self._cond.notify_all()
-
-    def request(self) -> None:
-        """Ask for a reading unless one is already running or waiting to be taken."""
-        with self._cond:
-            if not (self._busy or self._requested or self._done):
-                self._requested = True
-                self._cond.notify_all()
-
-    def take(self, timeout_s: float) -> Snapshot | None:
-        """The finished reading, or None if it failed or is still running after ``timeout_s``."""
-        with self._cond:
-            self._cond.wait_for(lambda: self._done or self._stopped, timeout_s)
-            if not self._done:
-                return None
-            result, self._result, self._done = self._result, None, False
-            return result
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                self._cond.wait_for(lambda: self._requested or self._stopped)
-                if self._stopped:
-                    return
-                self._requested, self._busy = False, True
-            result: Snapshot | None = None
-            try:
-                result = self._source.snapshot()
-            except Exception as exc:  # the source's own bug or a driver failure: keep sampling
-                log.info("source.snapshot() failed", exc_info=True)
-                self._on_error(exc)
-            with self._cond:
-                self._busy, self._done, self._result = False, True, result
-                self._cond.notify_all()
 
 
 class Sampler:
@@ -142,7 +90,7 @@ class Sampler:
         self._procs = ProcReader()
         self._rows = RowMemo()
         self._started_mono = time.monotonic()
-        self._reader = _Reader(source, self._count_error)
+        self._readings = Readings(source, hold_last=True)
         self._thread = threading.Thread(target=self._run, name="gputop-sampler", daemon=True)
 
     @property
@@ -187,13 +135,11 @@ class Sampler:
     def start(self) -> None:
         """Start sampling (the first snapshot is read at once)."""
         self._started_mono = time.monotonic()
-        self._reader.start()
         self._thread.start()
 
     def stop(self, timeout: float = 1.0) -> None:
         """Stop sampling; returns within about ``timeout`` even if the driver hangs."""
         self._stop.set()
-        self._reader.stop()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout)
 
@@ -228,8 +174,14 @@ class Sampler:
             self._stop.wait(next_due - now)
 
     def _tick(self) -> None:
-        self._reader.request()
-        fresh = self._reader.take(self._interval_s * _WAIT_FRACTION)
+        fresh: Snapshot | None = None
+        try:
+            fresh = self._readings.read(self._interval_s * _WAIT_FRACTION)
+        except DriverTimeout:
+            pass  # nothing in time, not even which GPUs there are: the last reading, stale
+        except Exception as exc:  # the source's own bug or a driver failure: keep sampling
+            log.info("reading the source failed", exc_info=True)
+            self._count_error(exc)
         if self._stop.is_set():
             return
         if fresh is None:

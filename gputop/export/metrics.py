@@ -280,10 +280,23 @@ def dcgm_labels(
     return tuple(names), tuple(values)
 
 
+def answered(snapshot: Snapshot) -> tuple[GpuSample, ...]:
+    """The GPUs whose readings in ``snapshot`` are current: the driver answered for them.
+
+    Not a GPU that is NOT_RESPONDING (a call hung), LOST or ERROR, and none of a snapshot
+    re-sent as stale (``stale_s`` set: the sampler's last reading again while the driver hangs,
+    fails or restarts), whose values are old: served as current, they would hide the trouble.
+    """
+    if snapshot.stale_s is not None:
+        return ()
+    return tuple(g for g in snapshot.gpus if g.state is GpuState.OK and g.stale_s is None)
+
+
 def dcgm_families(snapshot: Snapshot, host_label: str = HOST_LABEL) -> list[Family]:
-    """The dcgm-exporter compatible families; lost GPUs and unreported readings are left out."""
+    """The dcgm-exporter compatible families of the GPUs that answered (see :func:`answered`);
+    unreported readings are left out."""
     families = []
-    live = [g for g in snapshot.gpus if g.state is GpuState.OK]
+    live = answered(snapshot)
     labels = {g.index: dcgm_labels(g, snapshot, host_label=host_label) for g in live}
     for field in DCGM_FIELDS:
         samples = []
@@ -392,11 +405,21 @@ def short_command(row: ProcessRow | None) -> str:
     return row.info.name
 
 
+def _current_lists(snapshot: Snapshot) -> tuple[GpuSample, ...]:
+    """The GPUs whose process lists in ``snapshot`` are current: none of a stale re-send, nor a
+    GPU that did not answer; an ERROR GPU's list is the driver's own answer (it may be empty)."""
+    if snapshot.stale_s is not None:
+        return ()
+    return tuple(
+        g for g in snapshot.gpus if g.state is not GpuState.NOT_RESPONDING and g.stale_s is None
+    )
+
+
 def process_family(snapshot: Snapshot) -> Family:
-    """GPU memory per (process, GPU), from the driver's per-GPU process list."""
+    """GPU memory per (process, GPU), from the driver's current per-GPU process lists."""
     rows = {row.pid: row for row in snapshot.processes}
     samples = []
-    for gpu in snapshot.gpus:
+    for gpu in _current_lists(snapshot):
         for proc in gpu.processes:
             if proc.used_memory_bytes is None:
                 continue
@@ -455,12 +478,14 @@ def stuck_family(snapshot: Snapshot) -> Family:
 
 
 def unattributed_family(snapshot: Snapshot) -> Family:
-    """GPU memory in use that no listed process accounts for."""
-    by_index = {g.index: g for g in snapshot.gpus}
+    """GPU memory in use that no listed process accounts for (GPUs that answered only)."""
+    by_index = {g.index: g for g in answered(snapshot)}
     samples = []
     for index, nbytes in snapshot.unattributed_memory_bytes:
         gpu = by_index.get(index)
-        uuid = gpu.uuid if gpu is not None and gpu.uuid else ""
+        if gpu is None:  # not answered now: an old figure, not this sample's
+            continue
+        uuid = gpu.uuid or ""
         samples.append(Sample(labels=(str(index), uuid), value=float(nbytes)))
     return Family(
         name="gputop_unattributed_memory_bytes",
@@ -487,17 +512,31 @@ def lost_family(snapshot: Snapshot) -> Family:
 
 def responding_family(snapshot: Snapshot) -> Family:
     """1 for a GPU the driver answered for with readings, 0 for one it did not (any reason)."""
+    live = {g.index for g in answered(snapshot)}
     return Family(
         name="gputop_gpu_responding",
         kind=Kind.GAUGE,
         help="1 when the driver answered for the GPU in the newest sample (its DCGM_FI_* series "
         "are present), 0 when it did not: a driver call for it hung (not responding), it fell off "
-        "the bus (see gputop_gpu_lost) or it could not be read.",
+        "the bus (see gputop_gpu_lost), it could not be read, or the driver failed or its "
+        "process is restarting (see gputop_driver_up).",
         label_names=("gpu",),
         samples=tuple(
-            Sample(labels=(str(g.index),), value=float(g.state is GpuState.OK))
-            for g in snapshot.gpus
+            Sample(labels=(str(g.index),), value=float(g.index in live)) for g in snapshot.gpus
         ),
+    )
+
+
+def driver_family(up: bool) -> Family:
+    """gputop_driver_up: whether the exporter can read the NVIDIA driver at all."""
+    return _single(
+        "gputop_driver_up",
+        Kind.GAUGE,
+        "1 while gputop gets readings from the NVIDIA driver (for at least one GPU); 0 when the "
+        "newest sample has none: no reading yet, the driver could not be (re)opened, its reads "
+        "fail, its process crashed and is restarting, or it hangs on every GPU. A call that "
+        "hangs on one GPU leaves it 1: see gputop_gpu_responding.",
+        float(up),
     )
 
 
@@ -549,12 +588,14 @@ def snapshot_families(
     version: str,
     sampler_restarts: int | None = None,
     host_label: str = HOST_LABEL,
+    driver_up: bool | None = None,
 ) -> list[Family]:
     """Every family for one scrape of ``snapshot`` (None: nothing sampled yet).
 
     ``age_s`` is how old the newest good sample is (see :func:`sample_age_s`); it grows while
     the driver hangs. ``sampler_restarts`` is how often the driver process was restarted, by
     default the snapshot's count. ``host_label`` names the host label of the DCGM series.
+    ``driver_up`` adds gputop_driver_up (None: not known, left out).
     """
     if sampler_restarts is None:
         sampler_restarts = snapshot.sampler_restarts if snapshot is not None else 0
@@ -574,6 +615,8 @@ def snapshot_families(
                 snapshot.duration_s,
             ),
         ]
+    if driver_up is not None:
+        families.append(driver_family(driver_up))
     families += [
         _single(
             "gputop_sample_age_seconds",

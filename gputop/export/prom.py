@@ -65,7 +65,8 @@ class SnapshotCollector:
     when it has one and it is higher (``latest`` is the last fresh reading: restarts since then,
     and a driver process that keeps crashing, reach no snapshot); the counter never goes down
     between scrapes. ``host_label`` names the DCGM series' host label (``Hostname``, as every
-    released dcgm-exporter, or ``hostname``).
+    released dcgm-exporter, or ``hostname``). ``driver_up``, when given, says at scrape time
+    whether the driver can be read (gputop_driver_up; see gputop.export.feed).
     """
 
     def __init__(
@@ -74,9 +75,11 @@ class SnapshotCollector:
         *,
         clock: Callable[[], float] = time.monotonic,
         host_label: str = HOST_LABEL,
+        driver_up: Callable[[], bool] | None = None,
     ) -> None:
         self.holder = holder
         self.host_label = host_label
+        self.driver_up = driver_up
         self._clock = clock
         self._started_mono = clock()
         self._restarts = 0
@@ -93,6 +96,7 @@ class SnapshotCollector:
         )
         with self._lock:  # scrapes run on several threads at once
             self._restarts = restarts = max(self._restarts, seen)
+        driver_up = self.driver_up
         return snapshot_families(
             snapshot,
             age_s=sample_age_s(snapshot, self._clock(), self._started_mono),
@@ -100,6 +104,7 @@ class SnapshotCollector:
             sampler_restarts=restarts,
             version=__version__,
             host_label=self.host_label,
+            driver_up=None if driver_up is None else driver_up(),
         )
 
     def collect(self) -> Iterator[Metric]:

@@ -13,6 +13,7 @@ import pynvml
 
 from gputop.sim.actors import start_cast
 from gputop.sim.clock import Clock, ElapsedClock, ManualClock
+from gputop.sim.devices import device_names
 from gputop.sim.library import SimLibrary
 from gputop.sim.scenario import SHIPPED, Scenario, load_scenario
 
@@ -40,13 +41,14 @@ def install(
     """Serve ``scenario`` (a Scenario, or a shipped name / file path) as the NVML library.
 
     With ``actors``, the scenario's real actor processes are started and their PIDs replace the
-    stand-in PIDs of the processes that name them (``lib.dev_dir`` is then their device folder).
+    stand-in PIDs of the processes that name them (``lib.dev_dir`` is then their device folder;
+    without, the box has a private folder of its own: never the real /dev).
     """
     if isinstance(scenario, str):
         scenario = load_scenario(scenario)
     cast = None
     if actors and scenario.actors:
-        cast = start_cast(scenario.actors, _device_names(scenario))
+        cast = start_cast(scenario.actors, device_names(len(scenario.gpus)))
         scenario = _with_actor_pids(scenario, cast.pids)
     lib = SimLibrary(scenario, clock)
     if cast is not None:
@@ -55,11 +57,6 @@ def install(
         pynvml.nvmlLib = lib
         pynvml._nvmlGetFunctionPointer_cache.clear()  # resolved 'symbols' belong to the old library
     return lib
-
-
-def _device_names(scenario: Scenario) -> tuple[str, ...]:
-    gpus = tuple(f"nvidia{i}" for i in range(len(scenario.gpus)))
-    return (*gpus, "nvidiactl", "nvidia-uvm")
 
 
 def _with_actor_pids(scenario: Scenario, pids: dict[str, int]) -> Scenario:
@@ -86,8 +83,10 @@ def open_source(
 
 
 def uninstall() -> None:
-    """Forget the simulated library; the next nvmlInit loads the real one."""
+    """Forget the simulated library and its device folder; the next nvmlInit loads the real one."""
     with pynvml.libLoadLock:
+        if isinstance(pynvml.nvmlLib, SimLibrary):
+            pynvml.nvmlLib.release()
         pynvml.nvmlLib = None
         pynvml._nvmlGetFunctionPointer_cache.clear()
 

@@ -20,6 +20,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gputop.sim.devices import fill, remove_all
+
 # The one script every actor runs; the role comes from the environment so argv stays realistic.
 ACTOR_SCRIPT = r"""
 import ctypes, os, sys, time
@@ -122,9 +124,11 @@ _STARTED: list[Cast] = []  # every cast of this process, from before its first a
 
 def stop_all() -> None:
     """Stop every cast this process started, including one still starting in another thread
-    (gputop's driver process told to leave while the demo is coming up)."""
+    (gputop's driver process told to leave while the demo is coming up), and remove every
+    simulated box's device folder it made."""
     for cast in _STARTED:
         cast.stop()
+    remove_all()
 
 
 def start_cast(specs: tuple[ActorSpec, ...], device_names: tuple[str, ...]) -> Cast:
@@ -135,8 +139,7 @@ def start_cast(specs: tuple[ActorSpec, ...], device_names: tuple[str, ...]) -> C
     atexit.register(cast.stop)
     dev = root / "dev"
     dev.mkdir()
-    for name in device_names:
-        (dev / name).touch()
+    fill(dev, device_names)
     for spec in specs:
         (root / spec.script).write_text(ACTOR_SCRIPT)
         env = {

@@ -36,6 +36,7 @@ from gputop.sim.answers import (
 )
 from gputop.sim.clock import Clock, ElapsedClock
 from gputop.sim.counters import CounterCalls
+from gputop.sim.devices import make_private, remove
 from gputop.sim.mig import SimMigDevice
 from gputop.sim.mig_calls import MigCalls
 from gputop.sim.query_calls import QueryCalls
@@ -139,9 +140,27 @@ class SimLibrary(QueryCalls, MigCalls, CounterCalls):
         self._init_mig()  # MIG device handles, made when first asked for
         self._init_counters()  # event sets and GPM samples
         self.blocked: dict[str, threading.Event] = {}  # tests: a call that waits until set()
-        self.dev_dir = "/dev"  # where this box's device files are (actors: a private folder)
+        self._dev_dir: str | None = None  # its own device folder, made on first use
+        self._own_dev_dir = False  # made here (not the actors'): removed by release()
         self.cast: Cast | None = None  # the real actor processes, when started
         self._zombie_actors: set[int] = set()
+
+    @property
+    def dev_dir(self) -> str:
+        """The folder of this box's device files: its own private one (the demo's: its actors'),
+        never the real /dev, so no process of the real box is ever taken for a GPU's holder."""
+        with self._lock:
+            if self._dev_dir is None:
+                self._dev_dir = make_private(len(self._scenario.gpus))
+                self._own_dev_dir = True
+            return self._dev_dir
+
+    def release(self) -> None:
+        """Remove the device folder made for this box (the actors' goes with their cast)."""
+        with self._lock:
+            if self._dev_dir is not None and self._own_dev_dir:
+                remove(self._dev_dir)
+            self._dev_dir, self._own_dev_dir = None, False
 
     @property
     def scenario(self) -> Scenario:
@@ -291,8 +310,10 @@ class SimLibrary(QueryCalls, MigCalls, CounterCalls):
 
     def set_cast(self, cast: Cast) -> None:
         """Serve the scenario's real actor processes (their PIDs are already in the scenario)."""
+        self.release()
         self.cast = cast
-        self.dev_dir = cast.dev_dir
+        with self._lock:
+            self._dev_dir = cast.dev_dir
         roles = {a.name: a.role for a in self.scenario.actors}
         self._zombie_actors = {
             pid for name, pid in cast.pids.items() if roles.get(name) == "zombie-parent"
@@ -623,7 +644,8 @@ class SimLibrary(QueryCalls, MigCalls, CounterCalls):
     def _nvmlDeviceGetTotalEccErrors(self, gpu: SimGpu, kind: Any, counter: Any, out: Any) -> int:
         # Uncorrected errors since the driver loaded count in the lifetime (aggregate) total too.
         uncorrected = _target(kind).value == 1
-        _put(out, self._int(gpu, "ecc_uncorrected") if uncorrected else 0)
+        errors = self._int(gpu, "ecc_uncorrected")  # a board without ECC has neither count
+        _put(out, errors if uncorrected else self._int(gpu, "ecc_corrected"))
         return SUCCESS
 
     def _nvmlDeviceGetComputeMode(self, gpu: SimGpu, out: Any) -> int:

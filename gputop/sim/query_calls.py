@@ -21,11 +21,15 @@ from gputop.sim.answers import (
 )
 from gputop.sim.scenario import SimGpu
 
+if TYPE_CHECKING:
+    from gputop.sim.clock import Clock
+
 
 class QueryCalls:
     """NVML calls read only when a query asks for the fields behind them."""
 
     if TYPE_CHECKING:  # SimLibrary's, which this is mixed into
+        clock: Clock
 
         def _value(self, gpu: SimGpu, key: str) -> float: ...
 
@@ -152,6 +156,21 @@ class QueryCalls:
             raise _Unsupported
         _put(util, self._int(gpu, "ofa"))
         _put(period, 167000)
+        return SUCCESS
+
+    # NVML_PERF_POLICY_POWER (0) and _THERMAL (1) -> the clock event reasons each counts
+    _VIOLATIONS = {0: 0x4 | 0x80, 1: 0x20 | 0x40}
+
+    def _nvmlDeviceGetViolationStatus(self, gpu: SimGpu, policy: Any, out: Any) -> int:
+        bits = self._VIOLATIONS.get(_target(policy).value)
+        if bits is None:
+            raise _Unsupported
+        # As the clock event reason counters: a reason active all along has held the clocks
+        # for the whole scenario so far. referenceTime is microseconds, violationTime ns.
+        now = self.clock.now()
+        viol = _target(out)
+        _set(viol, "referenceTime", round(now * 1_000_000))
+        _set(viol, "violationTime", round(now * 1e9) if gpu.throttle_reasons & bits else 0)
         return SUCCESS
 
     def _nvmlDeviceGetEncoderStats(self, gpu: SimGpu, sessions: Any, fps: Any, latency: Any) -> int:

@@ -174,6 +174,7 @@ DEFAULT_READINGS: dict[str, Any] = {
     "pcie_rx_kbps": 0,
     "pcie_tx_kbps": 0,
     "ecc_uncorrected": 0,
+    "ecc_corrected": 0,  # corrected (single-bit) errors since the driver loaded
     # Read only by `gputop query` (its extra fields).
     "power_min_limit_w": 100,
     "power_management": 1,  # 1: Enabled

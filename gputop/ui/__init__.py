@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import os
 import signal
@@ -197,11 +198,16 @@ def _opened(source: object) -> None:
     """Fail now, with the driver's own one-line error, if the driver cannot be opened.
 
     A driver that is merely slow to open (a hung nvmlInit) does not hold the dashboard back:
-    after a short wait it starts, and its header says which call is not answering.
+    after a short wait it starts, and its header says which call is not answering. Nor does a
+    driver process that crashed opening it: that is shown and restarted, as a later crash is.
     """
+    from gputop.engine.isolated import DriverCrashed
+
     wait_ready = getattr(source, "wait_ready", None)
     if wait_ready is not None:
-        wait_ready(DRIVER_OPEN_WAIT_S)
+        # The header says DRIVER CRASHED; the sampler starts a new driver process.
+        with contextlib.suppress(DriverCrashed):
+            wait_ready(DRIVER_OPEN_WAIT_S)
 
 
 def _quit_from_signal(app: GputopApp) -> None:

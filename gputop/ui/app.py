@@ -6,6 +6,7 @@ The main view is a screen of its own (gputop.ui.screens.main). Each screen draws
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Callable
@@ -86,7 +87,8 @@ class GputopApp(App[int]):
         self.main_screen = MainScreen(
             history=self.history,
             killer=self.killer,
-            dev_dir=getattr(source, "dev_dir", "/dev"),
+            # No source (scenes, tests posting snapshots): no box, so no device folder to read.
+            dev_dir=source.dev_dir if source is not None else os.devnull,
         )
 
     def get_driver_class(self) -> type[Driver]:

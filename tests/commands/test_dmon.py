@@ -14,12 +14,13 @@ from tests.conftest import FixedTimeSource
 Box = Callable[..., FixedTimeSource]
 Cli = Callable[..., Result]
 
+# nvidia-smi dmon's columns from driver 535 on (the demo's driver is 550)
 GROUP_COLUMNS = {
     "p": ["pwr", "gtemp", "mtemp"],
-    "u": ["sm", "mem", "enc", "dec"],
+    "u": ["sm", "mem", "enc", "dec", "jpg", "ofa"],
     "c": ["mclk", "pclk"],
     "v": ["pviol", "tviol"],
-    "m": ["fb", "bar1"],
+    "m": ["fb", "bar1", "ccpm"],
     "e": ["sbecc", "dbecc", "pci"],
     "t": ["rxpci", "txpci"],
 }
@@ -36,8 +37,8 @@ def rows(result: Result) -> tuple[list[str], list[dict[str, str]]]:
 def test_default_header_is_nvidia_smis(box: Box, run_cli: Cli) -> None:
     result = run_cli(box("demo"), "dmon", "-c", "1")
     lines = result.out.splitlines()
-    assert lines[0] == "# gpu   pwr  gtemp  mtemp    sm   mem   enc   dec  mclk  pclk"
-    assert lines[1] == "# Idx     W      C      C     %     %     %     %   MHz   MHz"
+    assert lines[0] == "# gpu   pwr  gtemp  mtemp    sm   mem   enc   dec   jpg   ofa  mclk  pclk"
+    assert lines[1] == "# Idx     W      C      C     %     %     %     %     %     %   MHz   MHz"
     assert len(lines) == 2 + 4
     # Every row lines up under the header.
     assert all(len(line) == len(lines[0]) for line in lines)
@@ -50,9 +51,9 @@ def test_each_group_selects_its_columns(box: Box, run_cli: Cli, group: str) -> N
     assert [r["gpu"] for r in data] == ["0", "1", "2", "3"]
 
 
-def test_groups_keep_nvidia_smis_order_whatever_the_order_given(box: Box, run_cli: Cli) -> None:
+def test_groups_come_in_the_order_given_as_nvidia_smis(box: Box, run_cli: Cli) -> None:
     names, _ = rows(run_cli(box("demo"), "dmon", "-c", "1", "-s", "tmu"))
-    assert names == ["gpu", *GROUP_COLUMNS["u"], *GROUP_COLUMNS["m"], *GROUP_COLUMNS["t"]]
+    assert names == ["gpu", *GROUP_COLUMNS["t"], *GROUP_COLUMNS["m"], *GROUP_COLUMNS["u"]]
 
 
 def test_values_come_from_the_scenario(box: Box, run_cli: Cli) -> None:
@@ -63,8 +64,9 @@ def test_values_come_from_the_scenario(box: Box, run_cli: Cli) -> None:
     )  # base of the HBM wave at t=0
     assert gpu3["sm"] == "0" and gpu3["mclk"] == "1593" and gpu3["pclk"] == "210"
     assert gpu3["fb"] == str(6144 + 23552) and gpu3["bar1"] == "8"
-    assert gpu3["dbecc"] == "2" and gpu3["sbecc"] == "-" and gpu3["pci"] == "-"
-    assert gpu0["rxpci"] == str(round(180000 / 1024)) and gpu0["txpci"] == str(round(40000 / 1024))
+    assert gpu3["dbecc"] == "2" and gpu3["sbecc"] == "0" and gpu3["pci"] == "0"
+    assert gpu3["jpg"] == gpu3["ofa"] == "0" and gpu3["ccpm"] == "-"  # no confidential computing
+    assert gpu0["rxpci"] == str(180000 // 1024) and gpu0["txpci"] == str(40000 // 1024)
     assert gpu0["pviol"] == "100" and gpu3["pviol"] == "0"  # GPU 0 is power-capped
     assert gpu0["tviol"] == "0"
 
@@ -88,8 +90,8 @@ def test_header_repeats_every_screenful(box: Box, run_cli: Cli) -> None:
 def test_date_and_time_columns(box: Box, run_cli: Cli) -> None:
     result = run_cli(box("demo"), "dmon", "-c", "1", "-o", "DT", "-s", "u", "-i", "2")
     lines = result.out.splitlines()
-    assert lines[0].split() == ["#Date", "Time", "gpu", "sm", "mem", "enc", "dec"]
-    assert lines[1].split() == ["#YYYYMMDD", "HH:MM:SS", "Idx", "%", "%", "%", "%"]
+    assert lines[0].split() == ["#Date", "Time", "gpu", "sm", "mem", "enc", "dec", "jpg", "ofa"]
+    assert lines[1].split() == ["#YYYYMMDD", "HH:MM:SS", "Idx", *["%"] * 6]
     assert lines[2].split()[:3] == ["20240131", "12:34:56", "2"]
     assert len(lines) == 3 and len(lines[2]) == len(lines[0])
 

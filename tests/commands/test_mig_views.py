@@ -206,6 +206,6 @@ def test_dmon_has_a_row_per_gpu_and_no_utilisation_in_mig_mode(box: Box, run_cli
     assert result.rc == 0, result.err
     rows = [line.split() for line in result.out.splitlines() if not line.startswith("#")]
     assert rows == [
-        ["0", "-", "-", "-", "-", "50435", "8"],
-        ["1", "92", "48", "0", "0", "61000", "8"],
+        ["0", "-", "-", "-", "-", "-", "-", "50435", "8", "-"],
+        ["1", "92", "48", "0", "0", "0", "0", "61000", "8", "-"],
     ]

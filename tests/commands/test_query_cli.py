@@ -153,7 +153,7 @@ class InterruptAfter:
 
     def __init__(self, inner: FixedTimeSource, n: int) -> None:
         self.inner, self.n, self.calls = inner, n, 0
-        self.simulated, self.dev_dir = True, "/dev"
+        self.simulated, self.dev_dir = True, inner.dev_dir
 
     def snapshot(self) -> Snapshot:
         self.calls += 1

@@ -132,7 +132,7 @@ def test_every_view_drops_the_fraction_of_a_mib_as_nvidia_smi_does() -> None:
     (query,) = gpu_lines(snap, parse_gpu_fields("memory.used"), (0,), OutputFormat())
     assert query == "4466 MiB"
     fb = next(c for c in dmon.columns_for("m") if c.name == "fb")
-    assert fb.get(gpu) == 4466
+    assert fb.get(snap, gpu) == 4466
     used = next(f for f in dcgm_families(snap) if f.name == "DCGM_FI_DEV_FB_USED")
     assert used.samples[0].value == 4466.0
     assert "4467" not in once + doctor + query

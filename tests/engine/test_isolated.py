@@ -154,6 +154,11 @@ def test_a_crash_mid_session_is_named_and_the_driver_comes_back(
     assert source.driver_note is None
 
 
+def read(snapshot: Snapshot) -> bool:
+    """True when some GPU of ``snapshot`` was read (not only named)."""
+    return any(g.state is GpuState.OK for g in snapshot.gpus)
+
+
 def test_a_crash_at_start_says_so_and_the_sampler_carries_it(
     scenario_file: Callable[[str], str],
 ) -> None:
@@ -169,7 +174,7 @@ def test_a_crash_at_start_says_so_and_the_sampler_carries_it(
     sampler.start()
     try:
         end = time.monotonic() + 10
-        while time.monotonic() < end and not any(s.gpus for s in seen):
+        while time.monotonic() < end and not any(read(s) for s in seen):
             time.sleep(0.05)
     finally:
         sampler.stop()
@@ -178,7 +183,9 @@ def test_a_crash_at_start_says_so_and_the_sampler_carries_it(
     assert crashed, "no snapshot said the driver crashed"
     assert "SIGSEGV in libnvidia-ml: nvmlInit" in (crashed[0].driver_note or "")
     assert crashed[0].gpus == ()  # nothing was ever read: no made-up GPUs
-    fresh = [s for s in seen if s.gpus]
+    # (A restarted driver process that names its GPUs before its first reading is in shows
+    # them NOT_RESPONDING, still "restarting": the first real reading ends that.)
+    fresh = [s for s in seen if read(s)]
     assert fresh, "the sampler never recovered"
     assert fresh[0].sampler_restarts >= 1 and fresh[0].driver_note is None
 
@@ -224,10 +231,19 @@ def test_a_hang_mid_reading_gives_what_answered_and_marks_the_rest(
     assert stuck.name == "NVIDIA A100-SXM4-80GB" and stuck.uuid  # identity from the start
     assert stuck.temperature_c is None and stuck.stale_s is not None and stuck.stale_s >= 0.9
     assert snap.driver_note == "nvmlDeviceGetTemperature (GPU 1) did not return within 1 s"
-    # The same reading is still in flight: the next call waits on it, not on a new one.
-    later = source.snapshot_within(5.0)
+    # The stuck reading is left in flight: the next call reads the other GPUs beside it.
+    beside = source.snapshot_within(1.0)
+    assert beside.seq > snap.seq
+    assert [g.state for g in beside.gpus] == [GpuState.OK, GpuState.NOT_RESPONDING, GpuState.OK]
+    assert beside.gpus[1].error == "nvmlDeviceGetTemperature did not return"
+    # Once the hang ends (at 5 s) GPU 1 is read again.
+    end = time.monotonic() + 8
+    while time.monotonic() < end:
+        later = source.snapshot_within(1.0)
+        if all(g.state is GpuState.OK for g in later.gpus):
+            break
+        time.sleep(0.1)
     assert all(g.state is GpuState.OK for g in later.gpus)
-    assert later.seq == snap.seq
 
 
 def test_close_never_waits_for_a_driver_process_stuck_in_a_call(

@@ -32,6 +32,7 @@ IDENTITY = {
     "mig_devices",  # a list, like processes: empty when there are none
     "extra",  # a query's extra readings and why some are missing: empty unless one asks
     "unavailable",
+    "process_list_error",  # not a reading: why the list is unknown (asserted below)
 }
 
 
@@ -101,6 +102,9 @@ def test_every_field_has_an_na_path(sim_source: Any) -> None:
         if f.name not in IDENTITY:
             assert getattr(gpu, f.name) is None, f"{f.name} should be None (N/A)"
     assert gpu.name == "NVIDIA Test GPU"
+    # An unsupported list is an unknown one, not an empty one.
+    assert gpu.processes == ()
+    assert gpu.process_list_error is not None and "Not Supported" in gpu.process_list_error
 
 
 def test_each_field_na_on_its_own(sim_source: Any) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Callable
@@ -185,7 +186,7 @@ class NoDriver:
     """A source without a GPU: every read fails, as NVML does on a machine without one."""
 
     simulated = True
-    dev_dir = "/dev"
+    dev_dir = os.devnull  # no box: no device files to read
 
     def __init__(self) -> None:
         self.calls = 0

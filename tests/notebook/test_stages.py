@@ -102,7 +102,7 @@ class CostlySource:
 
     def __init__(self, inner: Any, cost_s: float) -> None:
         self.inner, self.cost_s, self.calls = inner, cost_s, 0
-        self.simulated, self.dev_dir = True, "/dev"
+        self.simulated, self.dev_dir = True, inner.dev_dir
 
     def snapshot(self) -> Any:
         self.calls += 1

@@ -49,8 +49,21 @@ def test_stop_removes_every_actor_and_the_folder(demo: tuple[sim.SimLibrary, Cas
 
 def test_without_actors_the_stand_in_pids_stay() -> None:
     lib = sim.install("demo", sim.ManualClock(1.0))
-    assert lib.cast is None and lib.dev_dir == "/dev"
+    assert lib.cast is None
     assert 5048213 in {p.pid for g in lib.scenario.gpus for p in g.processes}
+
+
+def test_without_actors_the_box_has_a_private_device_folder_of_its_own() -> None:
+    lib = sim.install("dgx", sim.ManualClock(0.0))
+    dev = lib.dev_dir
+    assert os.path.realpath(dev) != "/dev" and not dev.startswith("/dev/")
+    assert os.stat(os.path.dirname(dev)).st_mode & 0o777 == 0o700
+    assert sorted(os.listdir(dev)) == sorted(
+        [f"nvidia{i}" for i in range(len(lib.scenario.gpus))] + ["nvidiactl", "nvidia-uvm"]
+    )
+    assert lib.dev_dir == dev  # one folder for the library's life
+    sim.uninstall()
+    assert not os.path.exists(os.path.dirname(dev))
 
 
 def test_demo_end_to_end_classification(demo: tuple[sim.SimLibrary, Cast]) -> None:

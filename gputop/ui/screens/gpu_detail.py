@@ -43,7 +43,8 @@ CHARTS: tuple[tuple[str, str, str, dict[str, tuple[str, float]], float | None], 
         "pcie",
         "PCIe",
         "MB/s",
-        {"rx": ("pcie_rx_kbps", 1 / 1000), "tx": ("pcie_tx_kbps", 1 / 1000)},
+        # NVML's KB/s are KiB/s: MB/s as gputop.units.pcie_mb_per_s counts them
+        {"rx": ("pcie_rx_kbps", 1 / units.KiB), "tx": ("pcie_tx_kbps", 1 / units.KiB)},
         None,
     ),
 )

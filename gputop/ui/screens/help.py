@@ -30,7 +30,8 @@ STATES_HELP = (
     ("defunct", "zombie: its parent does not reap it (signal the parent)"),
     ("orphan", "its parent is gone while it still holds the GPU"),
     ("stopped", "stopped (Ctrl-Z / SIGSTOP): holds memory and does nothing"),
-    ("lost-gpu", "holds a GPU the driver lost: whether it still works cannot be known"),
+    ("lost-gpu", "holds a GPU the driver lost (reset or reboot): whether it works is unknown"),
+    ("unknown", "holds a GPU whose processes could not be read (not responding): not stuck"),
     ("other-ns", "a PID from another PID namespace (a container): not visible here"),
 )
 

@@ -72,7 +72,10 @@ def title(sample: GpuSample) -> str:
     elif sample.cuda_index is None and sample.state is GpuState.OK:
         out += " (not visible to CUDA)"
     out = f"{out} · {short_name(sample.name)}"
-    return f"{out} · MIG" if sample.mig_mode else out
+    out = f"{out} · MIG" if sample.mig_mode else out
+    if sample.state is GpuState.OK and sample.stale_s is not None:
+        out += f" · STALE {max(0.0, sample.stale_s):.0f} s"  # read before the driver crashed
+    return out
 
 
 def mig_lines(sample: GpuSample | None, density: Density) -> int:

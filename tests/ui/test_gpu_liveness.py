@@ -1,0 +1,166 @@
+"""Per-GPU liveness on the dashboard: a GPU whose call hangs is NOT RESPONDING in its own panel
+while the others keep updating, and a driver that crashes on its first reading is shown and
+restarted, never the end of gputop.
+
+Real driver processes on simulated boxes whose [[fault]] tables hang or crash a call; the real
+sampler and IsolatedSource; Pilot for the screen, a pty for the whole command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from textual.pilot import Pilot
+
+from gputop.engine.isolated import DriverConfig, IsolatedSource
+from gputop.engine.model import GpuState
+from gputop.ui.app import GputopApp, make_app
+from gputop.ui.widgets.gpu_grid import NO_GPUS
+from gputop.ui.widgets.gpu_panel import GpuPanel
+from gputop.ui.widgets.header import HeaderBar
+from tests.pty_terminal import on_terminal
+
+BOX = """
+name = "liveness"
+[[gpu]]
+name = "NVIDIA A100-SXM4-80GB"
+count = 2
+"""
+
+HANG_GPU1 = """
+[[fault]]
+call = "nvmlDeviceGetTemperature"
+kind = "hang"
+gpu = 1
+after_s = {after}
+"""
+
+
+def _header(app: GputopApp) -> str:
+    return app.query_one(HeaderBar).render().plain
+
+
+def _panel(app: GputopApp, index: int) -> str:
+    return app.query_one(f"#gpu-{index}", GpuPanel).render().plain
+
+
+async def _until(pilot: Pilot[Any], what: Callable[[], object], seconds: float) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if what():
+            return True
+        await pilot.pause(0.05)
+    return bool(what())
+
+
+def _run(tmp_path: Path, faults: str, body: Any) -> IsolatedSource:
+    path = tmp_path / "box.toml"
+    path.write_text(BOX + faults, encoding="utf-8")
+    source = IsolatedSource(DriverConfig(scenario=str(path)))
+    app = make_app(source, interval_s=0.25)
+
+    async def main() -> None:
+        async with app.run_test(size=(120, 34)) as pilot:
+            await body(app, pilot)
+
+    try:
+        asyncio.run(main())
+    finally:
+        source.close()
+    return source
+
+
+def _states(app: GputopApp) -> list[GpuState]:
+    snap = app.snapshot
+    return [] if snap is None else [g.state for g in snap.gpus]
+
+
+async def _gpu0_keeps_updating(app: GputopApp, pilot: Pilot[Any]) -> None:
+    """GPU 0 gets new readings (new snapshots, GPU 0 OK in each) while GPU 1 stays silent."""
+    assert app.snapshot is not None
+    first = app.snapshot.seq
+    assert await _until(pilot, lambda: app.snapshot is not None and app.snapshot.seq > first, 5)
+    assert await _until(
+        pilot, lambda: app.snapshot is not None and app.snapshot.seq >= first + 3, 10
+    )
+    snap = app.snapshot
+    assert snap is not None
+    assert [g.state for g in snap.gpus] == [GpuState.OK, GpuState.NOT_RESPONDING]
+    assert snap.gpus[0].temperature_c is not None
+    assert "NOT RESPONDING" not in _panel(app, 0)
+    assert "NOT RESPONDING" in _panel(app, 1)
+
+
+def test_a_gpu_that_hangs_from_the_start_is_not_responding_from_the_first_frame(
+    tmp_path: Path,
+) -> None:
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        assert await _until(pilot, lambda: len(_states(app)) == 2, 10), _states(app)
+        assert _states(app)[1] is GpuState.NOT_RESPONDING
+        assert "0 GPUs" not in _header(app)
+        assert NO_GPUS not in str(app.screen.query_one("#gpu-note").render())
+        panel = _panel(app, 1)
+        assert "NOT RESPONDING" in panel and "nvmlDeviceGetTemperature" in panel
+        await _gpu0_keeps_updating(app, pilot)
+
+    _run(tmp_path, HANG_GPU1.format(after=0.0), body)
+
+
+def test_a_gpu_that_hangs_mid_session_goes_not_responding_and_the_other_updates(
+    tmp_path: Path,
+) -> None:
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        assert await _until(pilot, lambda: _states(app) == [GpuState.OK] * 2, 10), _states(app)
+        # The hang begins at 2 s; within a few ticks (0.25 s each) GPU 1's own panel says so.
+        assert await _until(pilot, lambda: "NOT RESPONDING" in _panel(app, 1), 8)
+        assert app.snapshot is not None
+        hung_at = app.snapshot.seq
+        await _gpu0_keeps_updating(app, pilot)
+        assert app.snapshot is not None and app.snapshot.seq >= hung_at + 3
+
+    _run(tmp_path, HANG_GPU1.format(after=2.0), body)
+
+
+CRASH_FIRST = """
+[[fault]]
+call = "nvmlDeviceGetPowerUsage"
+kind = "crash"
+gpu = 1
+until_s = 1.5
+"""
+
+
+def test_a_crash_on_the_first_reading_is_shown_and_the_driver_restarted(tmp_path: Path) -> None:
+    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
+        # The GPUs the driver named are kept, not dropped: GPU 0, read before the crash, with
+        # that reading marked STALE; GPU 1, whose call crashed it, NOT RESPONDING.
+        meanwhile = [GpuState.OK, GpuState.NOT_RESPONDING]
+        assert await _until(
+            pilot, lambda: "DRIVER CRASHED" in _header(app) and _states(app) == meanwhile, 10
+        ), (_header(app), _states(app))
+        assert "STALE" in str(app.query_one("#gpu-0", GpuPanel).border_title)
+        assert app.snapshot is not None and app.snapshot.gpus[0].temperature_c is not None
+        assert "NOT RESPONDING" in _panel(app, 1)
+        assert await _until(pilot, lambda: _states(app) == [GpuState.OK] * 2, 15), _states(app)
+        assert "DRIVER CRASHED" not in _header(app)
+
+    source = _run(tmp_path, CRASH_FIRST, body)
+    assert source.restarts >= 1
+
+
+def test_the_dashboard_lives_on_when_the_driver_crashes_opening(tmp_path: Path) -> None:
+    path = tmp_path / "box.toml"
+    path.write_text(
+        BOX + '[[fault]]\ncall = "nvmlInitWithFlags"\nkind = "crash"\nuntil_s = 4.0\n',
+        encoding="utf-8",
+    )
+    with on_terminal("--scenario", str(path), size=(120, 34)) as term:
+        term.wait_for(b"DRIVER CRASHED")
+        term.read_for(1.0)
+        assert term.proc.poll() is None, bytes(term.output[-300:])  # no exit 3
+        term.wait_for(b"A100", timeout_s=20)  # the driver came back: its GPUs are drawn
+        assert term.proc.poll() is None

@@ -147,9 +147,12 @@ class IsolatedSource:
 
     @property
     def dev_dir(self) -> str:
-        """The folder of the box's /dev/nvidia* files. A simulated box has its own, never /dev:
-        until its driver process says which, none (a folder that cannot hold any)."""
-        hello = self._hello()
+        """The folder of the box's /dev/nvidia* files, as the newest driver process said; never
+        waits for it (a hung nvmlInit must not hold the dashboard). A simulated box has its own,
+        never /dev: until its driver process says which, none (a folder that cannot hold any).
+        A restarted simulated driver process has a new folder: ask again, do not keep it."""
+        with self._cond:
+            hello = self._last_hello or {}
         if hello.get("dev_dir"):
             return str(hello["dev_dir"])
         simulated = hello.get("simulated") or self.config.demo or self.config.scenario

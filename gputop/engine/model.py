@@ -409,7 +409,7 @@ def same_places(
 class Snapshot:
     """One complete reading of the box. Consumers receive these and nothing else."""
 
-    seq: int
+    seq: int  # 1, 2, ...: the reading's number; 0: no reading (yet) of any GPU
     taken_at_wall: float  # time.time() when the reading started
     taken_at_mono: float  # time.monotonic() when the reading started
     duration_s: float = field(default=0.0, compare=False)
@@ -428,6 +428,12 @@ class Snapshot:
     sampler_restarts: int = field(default=0, compare=False)  # times the driver process restarted
     # The exporter's counters of each GPU that answered (GpuCounters.index), in GPU order.
     counters: tuple[GpuCounters, ...] = ()
+
+    @property
+    def no_reading_yet(self) -> bool:
+        """True for the stand-in handed out before the driver gave any reading or even its list
+        of GPUs (it may be opening, hung in nvmlInit): its empty GPU list says nothing."""
+        return self.seq == 0 and not self.gpus
 
     def gpu(self, index: int) -> GpuSample | None:
         """The GPU with this NVML index, if present."""

@@ -67,8 +67,9 @@ class Sampler:
         self.interval_s = interval_s
         self.holder_interval_s = holder_interval_s
         self.paused = False
-        # The simulated demo keeps its device files in a folder of its own. Asked of the source
-        # on first use: a driver process may still be starting.
+        # A simulated box keeps its device files in a folder of its own. Unless given, asked of
+        # the source each time: its driver process may still be starting, or restarted (a new
+        # folder).
         self._dev_dir = dev_dir
         self.on_snapshot = on_snapshot
         self.history = History(maxlen=history_len)
@@ -107,9 +108,7 @@ class Sampler:
     @property
     def dev_dir(self) -> str:
         """Where the holder scan looks for the box's /dev/nvidia* files."""
-        if self._dev_dir is None:
-            self._dev_dir = str(getattr(self._source, "dev_dir", "/dev"))
-        return self._dev_dir
+        return self._source.dev_dir if self._dev_dir is None else self._dev_dir
 
     @dev_dir.setter
     def dev_dir(self, value: str) -> None:
@@ -217,8 +216,9 @@ class Sampler:
 
     def _due_holders(self, fresh: Snapshot) -> HolderScan:
         """This tick's share of the holder scan (a whole one just asked for is used first)."""
-        if self._watch is None:
-            self._watch = HolderWatch(self.dev_dir, min_sweep_s=self.holder_interval_s)
+        dev_dir = self.dev_dir
+        if self._watch is None or self._watch.dev_dir != dev_dir:  # at start, or it moved
+            self._watch = HolderWatch(dev_dir, min_sweep_s=self.holder_interval_s)
         with self._lock:
             asked, self._asked = self._asked, None
         if asked is not None:

@@ -88,7 +88,8 @@ class GputopApp(App[int]):
             history=self.history,
             killer=self.killer,
             # No source (scenes, tests posting snapshots): no box, so no device folder to read.
-            dev_dir=source.dev_dir if source is not None else os.devnull,
+            # Asked when needed: the driver may not have said yet, and a restart may move it.
+            dev_dir=(lambda: source.dev_dir) if source is not None else (lambda: os.devnull),
         )
 
     def get_driver_class(self) -> type[Driver]:

@@ -18,6 +18,7 @@ from gputop.ui.app import GputopApp, make_app
 from gputop.ui.messages import SnapshotReady
 from gputop.ui.screens.gpu_detail import GpuDetailScreen
 from gputop.ui.screens.help import HelpScreen
+from gputop.ui.widgets.gpu_grid import NO_GPUS, NO_READING_YET
 from gputop.ui.widgets.gpu_panel import GpuPanel, state_text
 from gputop.ui.widgets.header import NOTE_MIN_CELLS, HeaderBar, fit
 from tests.fakes import lost_gpu, make_gpu
@@ -175,7 +176,10 @@ def test_a_note_before_the_first_reading_shows_on_an_empty_box() -> None:
             app, pilot, replace(snapshot(), gpus=(), seq=0, stale_s=3.0, driver_note=waiting)
         )
         assert waiting in on_screen(app)
-        assert "0 GPUs" in app.query_one(HeaderBar).render().plain  # past 80 columns
+        header = app.query_one(HeaderBar).render().plain
+        assert "? GPUs" in header and "0 GPUs" not in header  # not read yet: not none (past 80)
+        note = str(app.screen.query_one("#gpu-note").render())
+        assert NO_READING_YET in note and NO_GPUS not in note
         assert not list(app.query(GpuPanel))
         await show(app, pilot, snapshot(SAMPLE_ROWS, seq=1))
         assert waiting not in on_screen(app)

@@ -19,7 +19,7 @@ from textual.pilot import Pilot
 from gputop.engine.isolated import DriverConfig, IsolatedSource
 from gputop.engine.model import GpuState
 from gputop.ui.app import GputopApp, make_app
-from gputop.ui.widgets.gpu_grid import NO_GPUS
+from gputop.ui.widgets.gpu_grid import NO_GPUS, NO_READING_YET
 from gputop.ui.widgets.gpu_panel import GpuPanel
 from gputop.ui.widgets.header import HeaderBar
 from tests.pty_terminal import on_terminal
@@ -103,8 +103,10 @@ def test_a_gpu_that_hangs_from_the_start_is_not_responding_from_the_first_frame(
         assert _states(app)[1] is GpuState.NOT_RESPONDING
         assert "0 GPUs" not in _header(app)
         assert NO_GPUS not in str(app.screen.query_one("#gpu-note").render())
-        panel = _panel(app, 1)
-        assert "NOT RESPONDING" in panel and "nvmlDeviceGetTemperature" in panel
+        assert "NOT RESPONDING" in _panel(app, 1)
+        # The call is named as soon as the driver process says where it is stuck (at the very
+        # first tick of a busy box it may not have said yet: "no answer").
+        assert await _until(pilot, lambda: "nvmlDeviceGetTemperature" in _panel(app, 1), 5)
         await _gpu0_keeps_updating(app, pilot)
 
     _run(tmp_path, HANG_GPU1.format(after=0.0), body)
@@ -142,7 +144,8 @@ def test_a_crash_on_the_first_reading_is_shown_and_the_driver_restarted(tmp_path
         assert await _until(
             pilot, lambda: "DRIVER CRASHED" in _header(app) and _states(app) == meanwhile, 10
         ), (_header(app), _states(app))
-        assert "STALE" in str(app.query_one("#gpu-0", GpuPanel).border_title)
+        gpu0 = app.query_one("#gpu-0", GpuPanel)
+        assert await _until(pilot, lambda: "STALE" in str(gpu0.border_title), 3), gpu0.border_title
         assert app.snapshot is not None and app.snapshot.gpus[0].temperature_c is not None
         assert "NOT RESPONDING" in _panel(app, 1)
         assert await _until(pilot, lambda: _states(app) == [GpuState.OK] * 2, 15), _states(app)
@@ -163,4 +166,23 @@ def test_the_dashboard_lives_on_when_the_driver_crashes_opening(tmp_path: Path) 
         term.read_for(1.0)
         assert term.proc.poll() is None, bytes(term.output[-300:])  # no exit 3
         term.wait_for(b"A100", timeout_s=20)  # the driver came back: its GPUs are drawn
+        assert term.proc.poll() is None
+
+
+def test_the_dashboard_starts_while_the_driver_hangs_opening_and_says_so(tmp_path: Path) -> None:
+    """A hung nvmlInit holds neither the first frame nor the truth: no "0 GPUs", no "the
+    driver lists none" (it has listed nothing yet), then the GPUs once it answers."""
+    path = tmp_path / "box.toml"
+    path.write_text(
+        BOX + '[[fault]]\ncall = "nvmlInitWithFlags"\nkind = "hang"\nuntil_s = 6.0\n',
+        encoding="utf-8",
+    )
+    started = time.monotonic()
+    with on_terminal("--scenario", str(path), size=(120, 34)) as term:
+        term.wait_for(b"nvmlInitWithFlags not answering", timeout_s=5)
+        assert time.monotonic() - started < 5.5  # drawn while the driver still hangs
+        term.wait_for(NO_READING_YET.encode(), timeout_s=3)
+        assert b"? GPUs" in term.output
+        assert b"0 GPUs" not in term.output and NO_GPUS.encode() not in term.output
+        term.wait_for(b"A100", timeout_s=20)  # it answered: its GPUs are drawn
         assert term.proc.poll() is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, ClassVar
 
@@ -41,11 +42,13 @@ class MainScreen(Screen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [*MAIN_BINDINGS]
 
-    def __init__(self, *, history: History, killer: Killer | None, dev_dir: str) -> None:
+    def __init__(
+        self, *, history: History, killer: Killer | None, dev_dir: Callable[[], str]
+    ) -> None:
         super().__init__()
         self.history = history
         self.killer = killer
-        self.dev_dir = dev_dir  # where the process detail looks for device files
+        self.dev_dir = dev_dir  # where the process detail looks for device files, now
         self.user = current_user()
         self.snapshot: Snapshot | None = None
         self._table_title: str | None = None  # last texts shown, to skip no-op repaints
@@ -268,7 +271,7 @@ class MainScreen(Screen[None]):
 
     def _open_process(self, row: ProcessRow, *, show_env: bool = False) -> None:
         self.app.push_screen(
-            ProcessDetailScreen(row, dev_dir=self.dev_dir, killer=self.killer, show_env=show_env)
+            ProcessDetailScreen(row, dev_dir=self.dev_dir(), killer=self.killer, show_env=show_env)
         )
 
     # -- focus: two regions, the GPU panels and the processes ---------------------------

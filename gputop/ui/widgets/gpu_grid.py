@@ -37,6 +37,7 @@ CHROME_LINES = 2  # the header bar and the footer
 MAX_CHART_ROWS = 6  # lines of a bordered panel's utilisation (and memory) chart, at most
 ROW_SLACK = 3  # processes that may go before the panels take their lines back
 NO_GPUS = "no GPUs: the driver lists none"
+NO_READING_YET = "no GPUs yet: waiting for the driver's first reading"
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +162,7 @@ class GpuGrid(ScrollableContainer, can_focus=False):
         self._table_rows: int | None = None  # processes the plan leaves lines for
         self._mig: tuple[int, ...] = ()  # per panel, in order: its MIG lines (bordered)
         self._seen = False  # a snapshot came: no panel at all then means no GPU
+        self._waiting = False  # ... unless it is the stand-in before any reading
         self.note = Static("", id="gpu-note", markup=False)  # out-of-view count, or no GPUs
         self._note_text = ""
 
@@ -180,6 +182,7 @@ class GpuGrid(ScrollableContainer, can_focus=False):
         wanted = [g.index for g in snapshot.gpus]
         relayout = not self._seen
         self._seen = True
+        self._waiting = snapshot.no_reading_yet
         rows = len(snapshot.processes)
         old = self._table_rows
         if old is None or rows > old or rows < old - ROW_SLACK:
@@ -233,7 +236,7 @@ class GpuGrid(ScrollableContainer, can_focus=False):
 
     def _show_note(self, plan: GridLayout, any_panel: bool) -> None:
         if not any_panel:
-            text = NO_GPUS if self._seen else ""
+            text = (NO_READING_YET if self._waiting else NO_GPUS) if self._seen else ""
         elif plan.hidden:
             gpus = "GPU" if plan.hidden == 1 else "GPUs"
             text = f"+{plan.hidden} more {gpus}: enlarge the window / press d for a GPU's detail"

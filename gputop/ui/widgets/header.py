@@ -162,6 +162,8 @@ def host_facts(snap: Snapshot, interval_s: float) -> list[str]:
     them."""
     sys = snap.system
     gpus = f"{len(snap.gpus)} GPU{'s' if len(snap.gpus) != 1 else ''}"
+    if snap.no_reading_yet:
+        gpus = "? GPUs"  # not read yet: not "0 GPUs"
     return [
         sys.hostname,
         f"driver {sys.driver_version or units.NA}",

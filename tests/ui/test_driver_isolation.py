@@ -6,18 +6,17 @@ happened, keep answering keys, and recover when the driver does.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 from typing import Any
 
 from textual.pilot import Pilot
 
-from gputop.engine.isolated import DriverConfig, IsolatedSource
-from gputop.ui.app import GputopApp, make_app
+from gputop.engine.isolated import IsolatedSource
+from gputop.ui.app import GputopApp
 from gputop.ui.screens.help import HelpScreen
-from gputop.ui.widgets.header import HeaderBar
 from tests.processes import gone_within
+from tests.ui.driver_box import Body, header, run_on_box, until
 
 SCENARIO = """
 name = "flaky"
@@ -39,47 +38,21 @@ until_s = {hang_until}
 """
 
 
-def _header(app: GputopApp) -> str:
-    return app.query_one(HeaderBar).render().plain
-
-
-async def _until(pilot: Pilot[Any], what: Any, seconds: float) -> bool:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if what():
-            return True
-        await pilot.pause(0.05)
-    return bool(what())
-
-
-def _run(tmp_path: Path, faults: dict[str, float], body: Any) -> IsolatedSource:
-    path = tmp_path / "flaky.toml"
-    path.write_text(SCENARIO.format(**faults), encoding="utf-8")
-    source = IsolatedSource(DriverConfig(scenario=str(path)))
-    app = make_app(source, interval_s=0.25)
-
-    async def main() -> None:
-        async with app.run_test(size=(120, 30)) as pilot:
-            await body(app, pilot)
-
-    try:
-        asyncio.run(main())
-    finally:
-        source.close()
-    return source
+def _run(tmp_path: Path, faults: dict[str, float], body: Body) -> IsolatedSource:
+    return run_on_box(tmp_path, SCENARIO.format(**faults), body)
 
 
 def test_a_driver_crash_mid_session_is_shown_keys_work_and_it_recovers(tmp_path: Path) -> None:
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
-        assert await _until(pilot, lambda: app.snapshot is not None and app.snapshot.gpus, 5)
-        assert await _until(pilot, lambda: "DRIVER CRASHED" in _header(app), 5)
-        head = _header(app)
+        assert await until(pilot, lambda: app.snapshot is not None and app.snapshot.gpus, 5)
+        assert await until(pilot, lambda: "DRIVER CRASHED" in header(app), 5)
+        head = header(app)
         assert "SIGSEGV in libnvidia-ml" in head and "restarting" in head
         # Keys still work while the driver is down: the interval changes at once.
         await pilot.press("plus")
         assert app.sampler is not None and app.sampler.interval_s == 0.5
         await pilot.press("minus")
-        assert await _until(pilot, lambda: "DRIVER CRASHED" not in _header(app), 10)
+        assert await until(pilot, lambda: "DRIVER CRASHED" not in header(app), 10)
         assert app.snapshot is not None and app.snapshot.sampler_restarts >= 1
         assert app.snapshot.stale_s is None and len(app.snapshot.gpus) == 2
 
@@ -93,15 +66,15 @@ def test_a_driver_crash_mid_session_is_shown_keys_work_and_it_recovers(tmp_path:
 
 def test_a_hung_call_is_named_and_the_screen_goes_on(tmp_path: Path) -> None:
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
-        assert await _until(pilot, lambda: app.snapshot is not None and app.snapshot.gpus, 5)
+        assert await until(pilot, lambda: app.snapshot is not None and app.snapshot.gpus, 5)
         named = "nvmlDeviceGetTemperature (GPU 0) not answering"
-        assert await _until(pilot, lambda: named in _header(app), 5)
+        assert await until(pilot, lambda: named in header(app), 5)
         await pilot.press("question_mark")  # help opens while the driver hangs
         assert isinstance(app.screen, HelpScreen)
         assert app.sampler is not None
         assert "not answering" in (app.sampler._source.driver_note or "")  # type: ignore[attr-defined]
         await pilot.press("escape")
-        assert await _until(pilot, lambda: named not in _header(app), 10)
+        assert await until(pilot, lambda: named not in header(app), 10)
         assert app.snapshot is not None and app.snapshot.stale_s is None
 
     source = _run(
@@ -116,8 +89,8 @@ def test_quitting_while_the_driver_hangs_is_immediate(tmp_path: Path) -> None:
     pids: list[int] = []
 
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
-        assert await _until(pilot, lambda: app.snapshot is not None and app.snapshot.gpus, 5)
-        assert await _until(pilot, lambda: "not answering" in _header(app), 5)
+        assert await until(pilot, lambda: app.snapshot is not None and app.snapshot.gpus, 5)
+        assert await until(pilot, lambda: "not answering" in header(app), 5)
         assert app.sampler is not None
         pids.append(app.sampler._source.pid)  # type: ignore[attr-defined]
         await pilot.press("q")  # the driver hangs for ever: returning at all is the point

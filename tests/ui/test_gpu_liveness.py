@@ -8,21 +8,19 @@ sampler and IsolatedSource; Pilot for the screen, a pty for the whole command.
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from textual.pilot import Pilot
 
-from gputop.engine.isolated import DriverConfig, IsolatedSource
+from gputop.engine.isolated import IsolatedSource
 from gputop.engine.model import GpuState
-from gputop.ui.app import GputopApp, make_app
+from gputop.ui.app import GputopApp
 from gputop.ui.widgets.gpu_grid import NO_GPUS, NO_READING_YET
 from gputop.ui.widgets.gpu_panel import GpuPanel
-from gputop.ui.widgets.header import HeaderBar
 from tests.pty_terminal import on_terminal
+from tests.ui.driver_box import Body, header, run_on_box, until
 
 BOX = """
 name = "liveness"
@@ -40,38 +38,12 @@ after_s = {after}
 """
 
 
-def _header(app: GputopApp) -> str:
-    return app.query_one(HeaderBar).render().plain
-
-
 def _panel(app: GputopApp, index: int) -> str:
     return app.query_one(f"#gpu-{index}", GpuPanel).render().plain
 
 
-async def _until(pilot: Pilot[Any], what: Callable[[], object], seconds: float) -> bool:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if what():
-            return True
-        await pilot.pause(0.05)
-    return bool(what())
-
-
-def _run(tmp_path: Path, faults: str, body: Any) -> IsolatedSource:
-    path = tmp_path / "box.toml"
-    path.write_text(BOX + faults, encoding="utf-8")
-    source = IsolatedSource(DriverConfig(scenario=str(path)))
-    app = make_app(source, interval_s=0.25)
-
-    async def main() -> None:
-        async with app.run_test(size=(120, 34)) as pilot:
-            await body(app, pilot)
-
-    try:
-        asyncio.run(main())
-    finally:
-        source.close()
-    return source
+def _run(tmp_path: Path, faults: str, body: Body) -> IsolatedSource:
+    return run_on_box(tmp_path, BOX + faults, body, size=(120, 34))
 
 
 def _states(app: GputopApp) -> list[GpuState]:
@@ -83,8 +55,8 @@ async def _gpu0_keeps_updating(app: GputopApp, pilot: Pilot[Any]) -> None:
     """GPU 0 gets new readings (new snapshots, GPU 0 OK in each) while GPU 1 stays silent."""
     assert app.snapshot is not None
     first = app.snapshot.seq
-    assert await _until(pilot, lambda: app.snapshot is not None and app.snapshot.seq > first, 5)
-    assert await _until(
+    assert await until(pilot, lambda: app.snapshot is not None and app.snapshot.seq > first, 5)
+    assert await until(
         pilot, lambda: app.snapshot is not None and app.snapshot.seq >= first + 3, 10
     )
     snap = app.snapshot
@@ -99,14 +71,14 @@ def test_a_gpu_that_hangs_from_the_start_is_not_responding_from_the_first_frame(
     tmp_path: Path,
 ) -> None:
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
-        assert await _until(pilot, lambda: len(_states(app)) == 2, 10), _states(app)
+        assert await until(pilot, lambda: len(_states(app)) == 2, 10), _states(app)
         assert _states(app)[1] is GpuState.NOT_RESPONDING
-        assert "0 GPUs" not in _header(app)
+        assert "0 GPUs" not in header(app)
         assert NO_GPUS not in str(app.screen.query_one("#gpu-note").render())
         assert "NOT RESPONDING" in _panel(app, 1)
         # The call is named as soon as the driver process says where it is stuck (at the very
         # first tick of a busy box it may not have said yet: "no answer").
-        assert await _until(pilot, lambda: "nvmlDeviceGetTemperature" in _panel(app, 1), 5)
+        assert await until(pilot, lambda: "nvmlDeviceGetTemperature" in _panel(app, 1), 5)
         await _gpu0_keeps_updating(app, pilot)
 
     _run(tmp_path, HANG_GPU1.format(after=0.0), body)
@@ -116,9 +88,9 @@ def test_a_gpu_that_hangs_mid_session_goes_not_responding_and_the_other_updates(
     tmp_path: Path,
 ) -> None:
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
-        assert await _until(pilot, lambda: _states(app) == [GpuState.OK] * 2, 10), _states(app)
+        assert await until(pilot, lambda: _states(app) == [GpuState.OK] * 2, 10), _states(app)
         # The hang begins at 2 s; within a few ticks (0.25 s each) GPU 1's own panel says so.
-        assert await _until(pilot, lambda: "NOT RESPONDING" in _panel(app, 1), 8)
+        assert await until(pilot, lambda: "NOT RESPONDING" in _panel(app, 1), 8)
         assert app.snapshot is not None
         hung_at = app.snapshot.seq
         await _gpu0_keeps_updating(app, pilot)
@@ -141,15 +113,15 @@ def test_a_crash_on_the_first_reading_is_shown_and_the_driver_restarted(tmp_path
         # The GPUs the driver named are kept, not dropped: GPU 0, read before the crash, with
         # that reading marked STALE; GPU 1, whose call crashed it, NOT RESPONDING.
         meanwhile = [GpuState.OK, GpuState.NOT_RESPONDING]
-        assert await _until(
-            pilot, lambda: "DRIVER CRASHED" in _header(app) and _states(app) == meanwhile, 10
-        ), (_header(app), _states(app))
+        assert await until(
+            pilot, lambda: "DRIVER CRASHED" in header(app) and _states(app) == meanwhile, 10
+        ), (header(app), _states(app))
         gpu0 = app.query_one("#gpu-0", GpuPanel)
-        assert await _until(pilot, lambda: "STALE" in str(gpu0.border_title), 3), gpu0.border_title
+        assert await until(pilot, lambda: "STALE" in str(gpu0.border_title), 3), gpu0.border_title
         assert app.snapshot is not None and app.snapshot.gpus[0].temperature_c is not None
         assert "NOT RESPONDING" in _panel(app, 1)
-        assert await _until(pilot, lambda: _states(app) == [GpuState.OK] * 2, 15), _states(app)
-        assert "DRIVER CRASHED" not in _header(app)
+        assert await until(pilot, lambda: _states(app) == [GpuState.OK] * 2, 15), _states(app)
+        assert "DRIVER CRASHED" not in header(app)
 
     source = _run(tmp_path, CRASH_FIRST, body)
     assert source.restarts >= 1

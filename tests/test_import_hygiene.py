@@ -354,3 +354,48 @@ def test_entry_points_load_neither_textual_nor_pynvml(module: str) -> None:
     loaded = {name.split(".")[0] for name in modules_after(f"import {module}")}
     assert "gputop" in loaded
     assert {name for name in loaded if is_textual(name) or name == "pynvml"} == set()
+
+
+# -- static: no circle ------------------------------------------------------------------------
+def _circle() -> list[str] | None:
+    """A circle of imports between gputop's modules, if there is one: any import, a function's
+    too (a circle through a function-level import is still two modules that need each other);
+    a package's own ``__init__`` and the modules under it are not counted."""
+    graph = {
+        module: sorted(
+            {
+                i.name
+                for i in gputop_imports(module)
+                if i.name in MODULES
+                and i.name != module
+                and not module.startswith(f"{i.name}.")  # a package it lives in
+                and not i.name.startswith(f"{module}.")  # a package's own submodule
+            }
+        )
+        for module in MODULES
+    }
+    done: set[str] = set()
+
+    def walk(module: str, path: list[str]) -> list[str] | None:
+        if module in path:
+            return [*path[path.index(module) :], module]
+        if module in done:
+            return None
+        for target in graph[module]:
+            found = walk(target, [*path, module])
+            if found:
+                return found
+        done.add(module)
+        return None
+
+    for module in graph:
+        found = walk(module, [])
+        if found:
+            return found
+    return None
+
+
+def test_no_import_circle() -> None:
+    """A circle makes import order matter and a layer meaningless (deadline -> source ->
+    isolated -> deadline was one: the NOT_RESPONDING stand-in now lives in the model)."""
+    assert _circle() is None, " -> ".join(_circle() or ())

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from gputop.engine.model import GpuSample, GpuState, Snapshot
+from gputop.engine.model import GpuSample, GpuState, Snapshot, silent_gpu
 from gputop.engine.source import Source
 from gputop.errors import DriverTimeout
 
@@ -72,23 +72,6 @@ def timeout_message(snapshot: Snapshot) -> str | None:
     noun = "GPU" if len(silent) == 1 else "GPUs"
     why = snapshot.driver_note or "the driver did not answer in time"
     return f"{noun} {which} NOT RESPONDING: {why}"
-
-
-def placeholder(gpu: GpuSample, *, error: str, stale_s: float | None) -> GpuSample:
-    """``gpu`` NOT_RESPONDING: its identity kept, every reading None."""
-    return GpuSample(
-        index=gpu.index,
-        state=GpuState.NOT_RESPONDING,
-        error=error,
-        stale_s=stale_s,
-        cuda_index=gpu.cuda_index,
-        uuid=gpu.uuid,
-        name=gpu.name,
-        pci_bus_id=gpu.pci_bus_id,
-        compute_capability=gpu.compute_capability,
-        minor_number=gpu.minor_number,
-        serial=gpu.serial,
-    )
 
 
 @dataclass(eq=False)
@@ -164,7 +147,7 @@ class Readings:
                 taken_at_wall=started_wall,
                 taken_at_mono=started,
                 system=known.system,
-                gpus=tuple(placeholder(g, error=note, stale_s=waited) for g in known.gpus),
+                gpus=tuple(silent_gpu(g, error=note, stale_s=waited) for g in known.gpus),
                 driver_note=note,
                 sampler_restarts=known.sampler_restarts,
             )
@@ -216,7 +199,7 @@ class Readings:
             waited = max((g.stale_s for g in silent if g.stale_s is not None), default=None)
             why = f"no new reading: {snapshot.driver_note or 'the driver is busy'}"
             gpus = tuple(
-                placeholder(g, error=why, stale_s=waited)
+                silent_gpu(g, error=why, stale_s=waited)
                 if g.index in shown and g.state is not GpuState.NOT_RESPONDING
                 else g
                 for g in snapshot.gpus

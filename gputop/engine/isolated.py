@@ -35,8 +35,7 @@ from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
 from gputop.engine.crash import describe_exit
-from gputop.engine.deadline import placeholder
-from gputop.engine.model import GpuSample, PidMemory, Snapshot, SystemInfo
+from gputop.engine.model import GpuSample, PidMemory, Snapshot, SystemInfo, silent_gpu
 from gputop.engine.ourselves import add_helper, drop_helper
 from gputop.engine.process_delta import DeltaError, ListDecoder
 from gputop.engine.sanitize import clean
@@ -528,7 +527,7 @@ class IsolatedSource:
             got = by_index.get(identity.index)
             if got is None:
                 error, waited = self._stuck_error(identity.index, now) or ("no answer", None)
-                got = placeholder(identity, error=error, stale_s=waited)
+                got = silent_gpu(identity, error=error, stale_s=waited)
             gpus.append(got)
         note = self._stuck_note(now, "not answering for {:.0f} s")
         return replace(result, gpus=tuple(gpus), driver_note=note)
@@ -569,7 +568,7 @@ class IsolatedSource:
             with self._cond:
                 beside = None if crash is not None else self._stuck_error(identity.index, now)
             if beside is not None:
-                gpus.append(placeholder(identity, error=beside[0], stale_s=beside[1]))
+                gpus.append(silent_gpu(identity, error=beside[0], stale_s=beside[1]))
                 continue
             if crash is not None:
                 error = crash
@@ -579,7 +578,7 @@ class IsolatedSource:
                 error = f"not read: the driver is stuck on GPU {stuck_gpu}"
             else:
                 error = f"{call} did not return" if call else "no answer"
-            gpus.append(placeholder(identity, error=error, stale_s=waited))
+            gpus.append(silent_gpu(identity, error=error, stale_s=waited))
         with self._cond:
             beside_note = None if slow else self._stuck_note(now, "did not return within {:.0f} s")
         note = crash or beside_note or _slow_note(slow, f"did not return within {timeout_s:g} s")

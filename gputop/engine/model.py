@@ -309,6 +309,24 @@ def is_runtime_id(text: str) -> bool:
     return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
 
 
+def silent_gpu(gpu: GpuSample, *, error: str, stale_s: float | None) -> GpuSample:
+    """``gpu`` NOT_RESPONDING (a call for it hung, or its driver process crashed): its identity
+    kept, every reading None, ``error`` saying why."""
+    return GpuSample(
+        index=gpu.index,
+        state=GpuState.NOT_RESPONDING,
+        error=error,
+        stale_s=stale_s,
+        cuda_index=gpu.cuda_index,
+        uuid=gpu.uuid,
+        name=gpu.name,
+        pci_bus_id=gpu.pci_bus_id,
+        compute_capability=gpu.compute_capability,
+        minor_number=gpu.minor_number,
+        serial=gpu.serial,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Container:
     """A container a process runs in (from its cgroup); strings are clean."""

@@ -1,6 +1,7 @@
 """The process table's content as pure functions: which rows, in which order, with which cells.
 
-The widget (widgets/process_table.py) only diffs these cells into a DataTable.
+The widget (widgets/process_table.py) makes the cells of the rows on screen with these and
+repaints a line only when its text changed (no DataTable).
 """
 
 from __future__ import annotations

@@ -13,10 +13,9 @@ import pytest
 
 from gputop import sim
 from gputop.commands.doctor import LOST_ADVICE, NOT_RESPONDING_ADVICE, diagnose
-from gputop.engine.deadline import placeholder
 from gputop.engine.enrich import enrich
 from gputop.engine.holders import scan_holders
-from gputop.engine.model import GpuState, ProcessRow, ProcState, Snapshot
+from gputop.engine.model import GpuState, ProcessRow, ProcState, Snapshot, silent_gpu
 from gputop.sim.scenario import Scenario
 from tests.engine.spawn import HOLD, Spawner
 
@@ -62,8 +61,8 @@ def test_a_worker_of_a_gpu_that_did_not_answer_is_unknown_not_lost(
     source, _ = sim_source(two_gpus(worker.pid))
     answered = source.snapshot()
     # What the driver process makes of a GPU that hung or a driver that crashed (engine.isolated).
-    silent_gpu = placeholder(answered.gpus[1], error=why, stale_s=6.0)
-    silent = dataclasses.replace(answered, gpus=(answered.gpus[0], silent_gpu), driver_note=why)
+    hung_gpu = silent_gpu(answered.gpus[1], error=why, stale_s=6.0)
+    silent = dataclasses.replace(answered, gpus=(answered.gpus[0], hung_gpu), driver_note=why)
     holders = scan_holders(str(dev_dir))
 
     row = _row(enrich(silent, holders=holders), worker.pid)

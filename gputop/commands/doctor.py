@@ -18,6 +18,7 @@ from gputop import glyphs, units
 from gputop.argtypes import add_timeout_argument
 from gputop.engine.deadline import (
     DEFAULT_TIMEOUT_S,
+    gpu_indices,
     not_responding,
     read_within,
     timeout_message,
@@ -233,19 +234,14 @@ def _section(title: str, rows: list[ProcessRow], *, with_fix: bool = False) -> l
     return lines
 
 
-def _gpus(indices: tuple[int, ...]) -> str:
-    """``GPU 1`` or ``GPUs 1, 3``."""
-    return ("GPU " if len(indices) == 1 else "GPUs ") + ", ".join(map(str, indices))
-
-
 def _verdict(
     stuck: int, unattributed: int, silent: tuple[int, ...] = (), unlisted: tuple[int, ...] = ()
 ) -> str:
     partial = ""
     if silent:
-        partial = f" ({_gpus(silent)} did not answer: not diagnosed)"
+        partial = f" ({gpu_indices(silent)} did not answer: not diagnosed)"
     if unlisted:
-        partial += f" ({_gpus(unlisted)} gave no process list: not diagnosed)"
+        partial += f" ({gpu_indices(unlisted)} gave no process list: not diagnosed)"
     if not stuck and not unattributed:
         if partial:
             return f"INCOMPLETE: nothing stuck on the GPUs that answered{partial}."

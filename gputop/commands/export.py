@@ -195,16 +195,11 @@ def _await_driver(source: Source) -> bool:
     /metrics (gputop_driver_up 0), and the driver process goes on trying, restarted after a
     crash as at any time. Returns whether the driver opened in time.
     """
-    from gputop.engine.isolated import DriverCrashed, IsolatedSource
+    from gputop.engine.deadline import not_open_within
 
-    if not isinstance(source, IsolatedSource):
-        return True  # the in-process driver (GPUTOP_IN_PROCESS=1) opened, or raised, when made
-    try:
-        if source.wait_ready(OPEN_WAIT_S):
-            return True
-    except DriverCrashed:
-        pass
-    why = source.driver_note or f"the NVIDIA driver did not open within {OPEN_WAIT_S:g} s"
+    why = not_open_within(source, OPEN_WAIT_S)
+    if why is None:
+        return True
     print(f"gputop: {why}; starting with gputop_driver_up 0", file=sys.stderr, flush=True)
     return False
 

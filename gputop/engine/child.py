@@ -243,10 +243,7 @@ class _Child:
         progress = _Progress(self.sender, seq, careful=careful)
         self._set_busy(seq, progress)
         try:
-            if skip:
-                snapshot = source.snapshot(progress=progress, skip=skip)
-            else:
-                snapshot = source.snapshot(progress=progress)
+            snapshot = source.snapshot(progress=progress, skip=skip)
         except Exception as exc:  # noqa: BLE001 - the driver layer's failure: report it, serve on
             self._send(("fail", seq, f"{type(exc).__name__}: {exc}"))
             return

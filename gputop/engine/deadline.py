@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from gputop.engine.model import GpuSample, GpuState, Snapshot, silent_gpu
@@ -68,10 +68,38 @@ def timeout_message(snapshot: Snapshot) -> str | None:
     silent = not_responding(snapshot)
     if not silent:
         return None
-    which = ", ".join(str(g.index) for g in silent)
-    noun = "GPU" if len(silent) == 1 else "GPUs"
     why = snapshot.driver_note or "the driver did not answer in time"
-    return f"{noun} {which} NOT RESPONDING: {why}"
+    return f"{gpu_indices(g.index for g in silent)} NOT RESPONDING: {why}"
+
+
+def gpu_indices(indices: Iterable[int]) -> str:
+    """``GPU 1``, or ``GPUs 1, 3``: GPUs named in a line."""
+    listed = [str(i) for i in indices]
+    return ("GPU " if len(listed) == 1 else "GPUs ") + ", ".join(listed)
+
+
+def not_open_within(source: Source, timeout_s: float) -> str | None:
+    """Wait up to ``timeout_s`` for the driver to open: None when it has (or the source has no
+    driver process to wait for); else why not, in one line, while it is still opening (a hung
+    nvmlInit) or after its process crashed opening it (it is restarted, as after any crash).
+    Raises the driver's own one-line error when it cannot be used (DriverMissing, DriverError,
+    UsageError)."""
+    from gputop.engine.isolated import DriverCrashed  # the driver process's, only then
+
+    wait_ready = getattr(source, "wait_ready", None)
+    if wait_ready is None:
+        return None  # an in-process driver opened, or raised, when it was made
+    try:
+        if wait_ready(timeout_s):
+            return None
+    except DriverCrashed:
+        pass
+    note = getattr(source, "driver_note", None)
+    return (
+        note
+        if isinstance(note, str) and note
+        else (f"the NVIDIA driver did not open within {_seconds(timeout_s)}")
+    )
 
 
 @dataclass(eq=False)

@@ -128,7 +128,7 @@ class IsolatedSource:
         # What the readings that crashed had read: GPU -> (sample, when its reading began).
         # Kept, marked stale, until a reading comes through (see _silent_box).
         self._before_crash: dict[int, tuple[GpuSample, float]] = {}
-        self._good_readings = 0  # readings taken; none yet, or a crash since: send GPU by GPU
+        self._read_once = False  # a reading came through: until then, readings come GPU by GPU
         self._last_hello: dict[str, Any] | None = None
         self._clock_origin = time.monotonic()
         self._guard: dict[str, Any] = {}
@@ -478,7 +478,7 @@ class IsolatedSource:
             skip = tuple(sorted(self._stuck))
             # The first reading, and those after a crash, come GPU by GPU: should the driver
             # crash in them, the GPUs read before it are not lost with it.
-            careful = self._good_readings == 0 or self._crashes_in_row > 0
+            careful = not self._read_once or self._crashes_in_row > 0
         self._send(proc, ("read", seq, skip, careful))
         return seq
 
@@ -512,7 +512,7 @@ class IsolatedSource:
         self._crashes_in_row = 0
         self._crash_note = None
         self._before_crash.clear()
-        self._good_readings += 1
+        self._read_once = True
         hello = self._last_hello
         if self._stuck and hello is not None and len(result.gpus) < len(hello.get("gpus", ())):
             result = self._with_stuck(result, hello)

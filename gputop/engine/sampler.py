@@ -5,8 +5,9 @@ A daemon thread (never a Textual worker, so a call hung in the driver cannot hol
 (gputop.engine.deadline.Readings, as the logging loops do: one call at a time, a hung call never
 piles up new calls behind it). A driver process (gputop.engine.isolated) answers in time with
 what it has: the GPUs that answered, fresh, and each GPU whose call hangs NOT_RESPONDING (from
-the first reading on; the others keep updating while it hangs, and after a crash every GPU is
-NOT_RESPONDING until the driver process is back). Such a snapshot is emitted, enriched, like any.
+the first reading on; the others keep updating while it hangs). After a crash, until the driver
+process is back, the GPUs read before it keep that reading (``stale_s`` set) and the rest are
+NOT_RESPONDING. Such a snapshot is emitted, enriched, like any.
 A source that cannot report part of a reading, silent past the wait, gets the last good snapshot
 re-sent with ``stale_s`` set to its age. So the consumer hears from the sampler on time even
 when the driver hangs. A source that raises is counted (``errors``, ``last_error``) and the last

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
 import os
 import signal
@@ -194,20 +193,17 @@ class EarlySampler:
 DRIVER_OPEN_WAIT_S = 2.0  # then the dashboard starts anyway and says what the driver is doing
 
 
-def _opened(source: object) -> None:
+def _opened(source: Source) -> None:
     """Fail now, with the driver's own one-line error, if the driver cannot be opened.
 
     A driver that is merely slow to open (a hung nvmlInit) does not hold the dashboard back:
     after a short wait it starts, and its header says which call is not answering. Nor does a
     driver process that crashed opening it: that is shown and restarted, as a later crash is.
     """
-    from gputop.engine.isolated import DriverCrashed
+    from gputop.engine.deadline import not_open_within
 
-    wait_ready = getattr(source, "wait_ready", None)
-    if wait_ready is not None:
-        # The header says DRIVER CRASHED; the sampler starts a new driver process.
-        with contextlib.suppress(DriverCrashed):
-            wait_ready(DRIVER_OPEN_WAIT_S)
+    # Not open in time, or crashed opening it: the header says so; the sampler goes on.
+    not_open_within(source, DRIVER_OPEN_WAIT_S)
 
 
 def _quit_from_signal(app: GputopApp) -> None:

@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PEERS_VENV ?= .venv-peers
 
-.PHONY: help install run demo test test-tools lint typecheck pytest snapshot-update screenshots bench bench-peers clean
+.PHONY: help install run demo test test-quick test-tools lint typecheck import-layers pytest snapshot-update screenshots bench bench-peers clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -36,7 +36,13 @@ test-tools: ## best effort: Debian's prometheus for the exporter's integration t
 pytest: install test-tools ## the test suite only
 	$(BIN)/pytest
 
-test: lint typecheck pytest ## everything CI runs: lint, types, tests
+import-layers: install ## lint-imports: the layers and contracts in pyproject.toml
+	$(BIN)/lint-imports --no-cache  # 0.3 s: no cache folder to keep out of git
+
+test: lint typecheck import-layers pytest ## everything CI runs: lint, types, import layers, tests
+
+test-quick: install ## the quick loop: the tests not marked slow (tests/slow_tests.txt)
+	$(BIN)/pytest -m "not slow"
 
 snapshot-update: install ## re-record the SVG snapshots of the UI
 	$(BIN)/pytest tests/ui --snapshot-update

@@ -11,8 +11,8 @@ from gputop.engine.nvml import NvmlSource
 
 def main() -> None:
     for name in ("demo", "dgx"):
-        sim.install(name, sim.ManualClock(30.0))
-        source = NvmlSource(simulated=True, environ={})
+        lib = sim.install(name, sim.ManualClock(30.0))
+        source = NvmlSource(simulated=True, environ={}, dev_dir=lib.dev_dir)
         try:
             for _ in range(20):  # warm up caches of resolved symbols
                 source.snapshot()

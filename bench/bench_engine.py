@@ -18,7 +18,8 @@ from gputop.engine.history import History
 from gputop.engine.holders import HolderScan, scan_holders
 from gputop.engine.model import Snapshot
 from gputop.engine.procs import ProcReader
-from gputop.engine.source import Source, open_source
+from gputop.engine.source import Source
+from gputop.sources import open_source
 
 TICKS = 50
 SCANS = 5

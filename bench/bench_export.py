@@ -31,8 +31,8 @@ def _median_ms(fn: Callable[[], object], n: int) -> tuple[float, float]:
 
 
 def main() -> None:
-    sim.install("dgx", sim.ManualClock(30.0))
-    source = NvmlSource(simulated=True, environ={})
+    lib = sim.install("dgx", sim.ManualClock(30.0))
+    source = NvmlSource(simulated=True, environ={}, dev_dir=lib.dev_dir)
     sampler = Sampler(source, interval_s=3600)  # one enriched snapshot, then quiet
     sampler.start()
     while sampler.latest is None:

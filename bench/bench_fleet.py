@@ -53,8 +53,8 @@ SESSION = f"gputop-bench-fleet-{os.getpid()}"
 
 def dgx_exposition() -> str:
     """What `gputop export --demo=dgx` serves (one enriched sample of the simulated dgx)."""
-    sim.install("dgx", sim.ManualClock(30.0))
-    source = NvmlSource(simulated=True, environ={})
+    lib = sim.install("dgx", sim.ManualClock(30.0))
+    source = NvmlSource(simulated=True, environ={}, dev_dir=lib.dev_dir)
     sampler = Sampler(source, interval_s=3600)
     sampler.start()
     try:

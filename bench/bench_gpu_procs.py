@@ -37,8 +37,8 @@ from gputop.engine.enrich import RowMemo, enrich
 from gputop.engine.history import History
 from gputop.engine.holder_watch import HolderWatch
 from gputop.engine.procs import ProcReader
-from gputop.engine.source import open_source
 from gputop.sim.library import _Fn
+from gputop.sources import open_source
 
 WARMUP_S = 10.0
 TICKS = 25

@@ -23,8 +23,8 @@ ROUNDS = 200
 
 
 def _in_process(name: str) -> tuple[float, float, int]:
-    sim.install(name)  # real elapsed time, as the driver process's demo runs
-    source = NvmlSource(simulated=True, environ={})
+    lib = sim.install(name)  # real elapsed time, as the driver process's demo runs
+    source = NvmlSource(simulated=True, environ={}, dev_dir=lib.dev_dir)
     try:
         for _ in range(20):
             snap = source.snapshot()

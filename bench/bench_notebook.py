@@ -9,8 +9,9 @@ A real InteractiveShell runs the same cells without and with ``%load_ext gputop`
 - a cell of longer work (~0.3 s): the sampler's share of the time (it reads every 10 ms, or
   less often when one read costs more than 5 % of that: ``max_share``).
 
-The simulated driver runs in Python in this process, so its reads compete for the GIL more than
-the real libnvidia-ml does: these figures are an upper bound.
+Each is measured with the driver in a process of its own (the extension's default) and in this
+process (``gputop.use_driver(in_process=True)``). In this process the simulated driver runs in
+Python, so its reads compete for the GIL more than the real libnvidia-ml does: an upper bound.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ import time
 from statistics import median
 from typing import Any
 
+import gputop
 from gputop import notebook
-from gputop.engine.source import open_source
 
 CELLS = {
     "pure_python": ("x = 1", 200),
@@ -65,22 +66,27 @@ def _per_cell(shell: Any, monitor: Any, cell: str, runs: int) -> tuple[float, fl
 
 def main() -> None:
     """Print 'name: value unit' lines."""
-    # As the extension opens it by default (gputop.api's shared source), on the demo.
-    source = open_source(demo="dgx")
     shell = _shell()
     try:
         monitor = notebook.load_ipython_extension(shell)
-        monitor.source, monitor.file = source, io.StringIO()
-        for name, (cell, runs) in CELLS.items():
-            base, tracked = _per_cell(shell, monitor, cell, runs)
-            print(f"cell_{name}_without: {base * 1000:.2f} ms")
-            print(f"cell_{name}_with_gputop: {tracked * 1000:.2f} ms")
-            print(f"cell_{name}_overhead: {(tracked - base) * 1000:.2f} ms")
-        samples = monitor.records[-1].report.samples
-        print(f"long_work_samples_per_cell: {samples} samples")
+        monitor.file = io.StringIO()
+        # As the extension reads by default (gputop.api's shared source: a driver process), and
+        # with the driver in this process (``gputop.use_driver(in_process=True)``).
+        for way in ("driver_process", "in_process"):
+            gputop.use_driver(in_process=way == "in_process")
+            gputop.use_demo("dgx")
+            monitor.gpu = None  # probe the new source
+            for name, (cell, runs) in CELLS.items():
+                base, tracked = _per_cell(shell, monitor, cell, runs)
+                print(f"cell_{name}_without_{way}: {base * 1000:.2f} ms")
+                print(f"cell_{name}_with_gputop_{way}: {tracked * 1000:.2f} ms")
+                print(f"cell_{name}_overhead_{way}: {(tracked - base) * 1000:.2f} ms")
+            samples = monitor.records[-1].report.samples
+            print(f"long_work_samples_per_cell_{way}: {samples} samples")
         notebook.unload_ipython_extension(shell)
     finally:
-        source.close()
+        gputop.use_driver()
+        gputop.use_demo(None)
         from IPython.core.interactiveshell import InteractiveShell
 
         InteractiveShell.clear_instance()

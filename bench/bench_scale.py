@@ -28,7 +28,8 @@ from gputop.engine.history import History
 from gputop.engine.holder_watch import HolderWatch
 from gputop.engine.holders import HolderScan, scan_holders
 from gputop.engine.procs import ProcReader
-from gputop.engine.source import Source, open_source
+from gputop.engine.source import Source
+from gputop.sources import open_source
 
 SCANS = 3
 OLD_HOLDER_INTERVAL_S = 5.0  # the sampler's whole-scan cadence before the watch

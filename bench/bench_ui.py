@@ -24,6 +24,8 @@ from statistics import median
 
 import psutil
 
+from gputop.ui.paint import PLAIN_TEXTUAL_ENV
+
 SESSION = f"gputop-bench-{os.getpid()}"
 WARMUP_S = 5.0
 FIRST_FRAME_SCENARIOS = {"demo": 4, "dgx": 8}  # scenario -> its GPUs
@@ -38,6 +40,10 @@ def gputop_command(*args: str) -> str:
     """
     path = os.environ.get("PYTHONPATH")
     env = f"env PYTHONPATH={shlex.quote(path)} " if path else ""
+    # The on/off switch of the fast paths (GPUTOP_PLAIN_TEXTUAL=1: Textual's own paths), for
+    # the same reason: `GPUTOP_PLAIN_TEXTUAL=1 python -m bench ui` measures Textual's.
+    plain = os.environ.get(PLAIN_TEXTUAL_ENV)
+    env += f"env {PLAIN_TEXTUAL_ENV}={shlex.quote(plain)} " if plain else ""
     return f"{env}{shlex.quote(sys.executable)} -m gputop {' '.join(args)}"
 
 
@@ -219,7 +225,7 @@ def headless_tick_ms(ticks: int = 60) -> float:
 
     Includes Pilot's forced repaint per step (about 8 ms here even for an unchanged frame).
     """
-    from gputop.sim.frames import demo_frames
+    from gputop.demo_frames import demo_frames
     from gputop.ui.app import make_app
     from gputop.ui.messages import SnapshotReady
 

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, NoReturn
 from gputop.argtypes import INTERVAL_BOUNDS_HELP, add_timeout_argument, interval_seconds
 from gputop.engine.deadline import DEFAULT_TIMEOUT_S
 from gputop.engine.sanitize import clean
-from gputop.engine.source import add_source_arguments
 from gputop.errors import DriverTimeout, GputopError
 from gputop.exits import (
     ExitSignals,
@@ -29,6 +28,7 @@ from gputop.exits import (
     silence,
     silence_if_broken,
 )
+from gputop.sources import add_source_arguments
 from gputop.version import __version__
 
 if TYPE_CHECKING:
@@ -201,10 +201,10 @@ def _run(args: argparse.Namespace, signals: ExitSignals) -> int:
 
 def _run_one_shot(args: argparse.Namespace) -> int:
     """--once or --json: one snapshot, printed; exit 3 when some GPU did not answer in time."""
-    from gputop.engine.deadline import read_within, timeout_message, timeout_of
+    from gputop.engine.deadline import read_within, timeout_message
     from gputop.engine.enrich import enrich
     from gputop.engine.holders import scan_holders
-    from gputop.engine.source import source_from_args
+    from gputop.sources import source_from_args, timeout_of
 
     source = source_from_args(args, counters=bool(args.json))  # only --json shows them
     try:

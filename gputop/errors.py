@@ -27,5 +27,17 @@ class DriverTimeout(DriverError):
     exit_code = 3
 
 
+class DriverCrashed(DriverError):
+    """The driver process died (a crash in libnvidia-ml, or killed) and is not back yet.
+
+    gputop restarts it (with a backoff): a later call reads again. ``NOTE`` begins every line that
+    reports such a crash (``DRIVER CRASHED (SIGSEGV in libnvidia-ml: ...)``), in a snapshot's
+    ``driver_note`` too: how a reader tells a crash from a hang.
+    """
+
+    exit_code = 3
+    NOTE = "DRIVER CRASHED"
+
+
 class UsageError(GputopError):
     """Bad input on the command line: unknown field, unwritable file, bad PID."""

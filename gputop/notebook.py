@@ -5,9 +5,12 @@ peak during the cell; host RSS delta and peak; and, when PyTorch is already impo
 initialised CUDA, the caching allocator (allocated, reserved, reclaimable, its own peak during
 the cell) and the CUDA context overhead (NVML's figure minus torch's reserved).
 
-Each cell runs inside a :class:`gputop.api.Tracker` sampling in a daemon thread, so a peak that is
-gone again before the cell ends is still caught. Its readings are the light ones (the driver's
-process lists only, ``Source.pid_memory``); ``full`` also takes whole snapshots for its table.
+Each cell runs inside a :class:`gputop.tracking.Tracker` sampling in a daemon thread, so a peak
+that is gone again before the cell ends is still caught. Its readings are the light ones (the
+driver's process lists only, ``Source.pid_memory``); ``full`` also takes whole snapshots for its
+table. The driver is read through gputop.api, so in a process of its own: a driver that crashes
+or hangs gives the cell one line saying so (``GPU n/a: DRIVER CRASHED (...)``), never a dead
+kernel, and the next cell reads again once the driver process is back.
 ``%gputop on|off|brief|full|summary|reclaim``.
 Nothing here imports IPython or torch: the shell is handed in, torch is read from sys.modules.
 """
@@ -20,9 +23,10 @@ import sys
 from dataclasses import dataclass
 from typing import IO, Any
 
-from gputop import api
-from gputop.api import MemoryTrace, Tracker, TrackReport, memory_table
+from gputop import api, tracking
 from gputop.engine.source import Source
+from gputop.errors import DriverCrashed, DriverTimeout
+from gputop.tracking import MemoryTrace, Tracker, TrackReport, memory_table
 from gputop.units import MiB
 
 MAGIC = "gputop"
@@ -33,6 +37,11 @@ USAGE = (
     "  summary: the cells so far, the top memory eaters first;\n"
     "  reclaim: gc.collect() and torch.cuda.empty_cache(), then what they gave back"
 )
+
+# A cell waits at most this long for each of its start and end reads (normally about a
+# millisecond): a hung driver delays each cell by no more. The first cell's probe, which may
+# start the driver process, has the API's default time limit.
+CELL_TIMEOUT_S = 1.0
 
 _MONITORS: dict[int, CellMonitor] = {}  # id(shell) -> its monitor
 
@@ -45,6 +54,7 @@ class CellRecord:
     source: str  # the cell's first non-empty line
     report: TrackReport
     error: str | None = None  # the exception's class name when the cell raised
+    gpu_error: str | None = None  # why the last GPU reading failed, if one did (one line)
 
     @property
     def name(self) -> str:
@@ -80,7 +90,7 @@ def cell_line(record: CellRecord) -> str:
     num = "?" if record.number is None else str(record.number)
     parts = [f"{PREFIX} In [{num}] {r.duration_s:.2f} s"]
     if r.process is None:
-        parts.append("GPU n/a")
+        parts.append("GPU n/a" if record.gpu_error is None else f"GPU n/a: {record.gpu_error}")
     elif not r.process_by_device:
         parts.append("GPU none")
     else:
@@ -102,6 +112,8 @@ def cell_line(record: CellRecord) -> str:
             torch += f", context {_mib(overhead)}"
         parts.append(torch)
     line = " | ".join(parts)
+    if record.gpu_error is not None and r.process is not None:
+        line += f" | GPU read failed: {record.gpu_error}"
     if record.error:
         line += f" | raised {record.error}"
     return line
@@ -158,19 +170,23 @@ class CellMonitor:
         interval_s: float = 0.01,
         max_share: float = 0.02,
         file: IO[str] | None = None,
+        timeout_s: float = CELL_TIMEOUT_S,
     ) -> None:
         self.shell = shell
         self.source = source  # None: gputop's shared driver connection (use_demo honoured)
         self.interval_s = interval_s  # the sampler's period during a cell
         self.max_share = max_share  # slower reads are spaced out to stay under this share
         self.file = file  # None: sys.stdout at print time (the cell's output in Jupyter)
+        self.timeout_s = timeout_s  # each cell's start and end reads' time limit
         self.enabled = True
         self.full = False
-        self.gpu: bool | None = None  # None: not probed yet; False: no GPU readings here
+        # None: not probed yet (or the driver was down at the last probe); False: no GPU here
+        self.gpu: bool | None = None
         self.records: list[CellRecord] = []
         self._tracker: Tracker | None = None
         self._cell = ""
         self._number: int | None = None
+        self._gpu_down: str | None = None  # why this cell has no GPU readings (probe failed)
 
     @property
     def current(self) -> Tracker | None:
@@ -184,17 +200,19 @@ class CellMonitor:
         if not self.enabled or _is_own_magic(cell):
             return
         try:
+            self._gpu_down = None
             if self.gpu is None:
                 self.gpu = self._probe()
             self._cell = cell
             self._number = getattr(self.shell, "execution_count", None)
-            tracker = api.track(
+            tracker = tracking.track(
                 "cell",
                 interval_s=self.interval_s,
                 source=self.source,
-                gpu=self.gpu,
+                gpu=bool(self.gpu),
                 max_share=self.max_share,
                 devices=self.full,  # only the full table shows each GPU's all-process figures
+                timeout_s=self.timeout_s,
             )
             tracker.__enter__()
             self._tracker = tracker
@@ -215,6 +233,7 @@ class CellMonitor:
                 source=_first_line(self._cell),
                 report=tracker.report,
                 error=None if error is None else type(error).__name__,
+                gpu_error=tracker.last_error or self._gpu_down,
             )
             record.report.label = f"In [{record.number}]"
             self.records.append(record)
@@ -230,10 +249,17 @@ class CellMonitor:
             tracker.__exit__(None, None, None)
         return tracker
 
-    def _probe(self) -> bool:
-        """Whether NVML answers here; if not, say so once and track the host (and torch) only."""
+    def _probe(self) -> bool | None:
+        """Whether NVML answers here; if not, say so and track the host (and torch) only.
+
+        No driver at all: False, said once. A driver process that crashed or did not answer in
+        time: None, said on this cell's line (it is restarted; the next cell asks again).
+        """
         try:
-            api._read_pids(self.source, (os.getpid(),))
+            api.read_pids(self.source, (os.getpid(),))
+        except (DriverCrashed, DriverTimeout) as e:
+            self._gpu_down = str(e)
+            return None
         except Exception as e:  # noqa: BLE001 - no driver, no GPU: still a useful extension
             self._say(f"{PREFIX} no GPU readings ({e}); tracking host memory only")
             return False
@@ -279,7 +305,7 @@ class CellMonitor:
         """gc.collect(), torch.cuda.empty_cache() when torch is in use; what they gave back."""
         before = self._measure()
         collected = gc.collect()
-        cuda = api._torch_cuda()
+        cuda = tracking.torch_cuda()
         if cuda is not None:
             cuda.empty_cache()
         after = self._measure()
@@ -301,14 +327,14 @@ class CellMonitor:
         gpu = None
         if self.gpu is not False:
             try:
-                gpu = api._read_pids(self.source, (os.getpid(),)).total_bytes
+                gpu = api.read_pids(self.source, (os.getpid(),)).total_bytes
             except Exception:  # noqa: BLE001 - no GPU reading
                 gpu = None
         reserved = allocated = None
-        cuda = api._torch_cuda()
+        cuda = tracking.torch_cuda()
         if cuda is not None:
             reserved, allocated = int(cuda.memory_reserved()), int(cuda.memory_allocated())
-        return gpu, api.host_rss_bytes(), reserved, allocated
+        return gpu, tracking.host_rss_bytes(), reserved, allocated
 
 
 def monitor_of(shell: Any) -> CellMonitor | None:

@@ -595,7 +595,7 @@ def seen_in_doctor(text: str, pid: int) -> Seen | None:
 
 def seen_in_dashboard(pids: tuple[int, ...], timeout_s: float) -> dict[int, Seen]:
     """The dashboard's process table, headless, on the real driver, once it lists ``pids``."""
-    from gputop.engine.source import open_source
+    from gputop.sources import open_source
     from gputop.ui.app import make_app
 
     source = open_source(isolated=True)

@@ -19,14 +19,14 @@ import pytest
 
 from gputop import api, sim
 from gputop.engine.model import Snapshot
-from gputop.engine.source import Source
+from gputop.engine.source import Source, SourceBase
 from gputop.sim.scenario import Scenario
 
 SimFactory = Callable[..., tuple[Any, sim.SimLibrary]]
 FIXED_WALL = 1706704496.789  # 2024-01-31 12:34:56.789 UTC
 
 
-class FixedTimeSource:
+class FixedTimeSource(SourceBase):
     """A Source whose snapshots all carry the same wall-clock time (stable timestamps)."""
 
     def __init__(self, source: Source, wall: float | None = FIXED_WALL) -> None:
@@ -91,7 +91,7 @@ def sim_source(sim_clock: sim.ManualClock) -> Iterator[SimFactory]:
         if isinstance(scenario, dict):
             scenario = Scenario.from_dict(scenario)
         lib = sim.install(scenario, clock or sim_clock)
-        source = NvmlSource(simulated=True, environ=env)
+        source = NvmlSource(simulated=True, environ=env, dev_dir=lib.dev_dir)  # never /dev
         opened.append(source)
         return source, lib
 
@@ -234,3 +234,20 @@ def host_gpu_holder() -> Iterator[HostHolder]:
     finally:
         for path in made:
             path.unlink(missing_ok=True)
+
+
+# -- kinds of test: unit, pty, real_process, prometheus; and slow (tests/markers.py) ----------
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects by them
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test with its kinds, found from what it uses, and ``slow`` when listed."""
+    from tests import markers  # here: the rest of this file is other fixtures' business
+
+    for item in items:
+        if isinstance(item, pytest.Function):
+            kinds = markers.kinds_of(item.function, item.path, item.fixturenames)
+        else:
+            kinds = {"unit"}
+        for kind in sorted(kinds):
+            item.add_marker(kind)
+        if markers.is_slow(item.nodeid):
+            item.add_marker("slow")

@@ -9,6 +9,7 @@ import time
 from dataclasses import replace
 
 from gputop.engine.model import GpuProcess, GpuSample, GpuState, ProcessType, Snapshot, SystemInfo
+from gputop.engine.source import SourceBase
 
 GiB = 1024**3
 
@@ -84,7 +85,7 @@ def lost_gpu(index: int) -> GpuSample:
     return GpuSample(index=index, state=GpuState.LOST, error="GPU is lost")
 
 
-class FakeSource:
+class FakeSource(SourceBase):
     """A Source that returns prepared snapshots; can be made to hang or raise."""
 
     simulated = True

@@ -31,11 +31,11 @@ from gputop.argtypes import (
 from gputop.commands.query import ask_for, select_gpus
 from gputop.commands.query_table import SPECS, driver_major
 from gputop.commands.schedule import Rows, run_on_schedule
-from gputop.engine.deadline import DEFAULT_TIMEOUT_S, timeout_of
+from gputop.engine.deadline import DEFAULT_TIMEOUT_S
 from gputop.engine.model import GpuSample, GpuState, Snapshot
 from gputop.engine.probes import Probe, call
-from gputop.engine.source import source_from_args
 from gputop.errors import UsageError
+from gputop.sources import source_from_args, timeout_of
 from gputop.units import pcie_mb_per_s, whole_mib
 
 DEFAULT_GROUPS = "puc"

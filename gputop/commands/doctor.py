@@ -22,7 +22,6 @@ from gputop.engine.deadline import (
     not_responding,
     read_within,
     timeout_message,
-    timeout_of,
 )
 from gputop.engine.enrich import attributed_memory_bytes, enrich, unattributed_tolerance_bytes
 from gputop.engine.holders import HolderScan, scan_holders
@@ -62,8 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Read the box once, print the diagnosis, return 0 (healthy), 1 (something stuck) or 3 (a
     GPU did not answer within --timeout)."""
-    from gputop.engine.source import (
-        source_from_args,  # local: the driver only when the command runs
+    from gputop.sources import (  # local: the driver only when the command runs
+        source_from_args,
+        timeout_of,
     )
 
     source = source_from_args(args, fallback_to_demo=False)

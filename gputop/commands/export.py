@@ -297,8 +297,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_until(args: argparse.Namespace, stop: threading.Event) -> None:
     from gputop.engine.sampler import Sampler
-    from gputop.engine.source import source_from_args
     from gputop.export.feed import SampleFeed
+    from gputop.sources import source_from_args
 
     parts = _check_outputs(args)
     source = None

@@ -45,13 +45,14 @@ from gputop.commands.query_fields import (
     wanted_readings,
 )
 from gputop.commands.schedule import Rows, run_on_schedule
-from gputop.engine.deadline import DEFAULT_TIMEOUT_S, timeout_of
+from gputop.engine.deadline import DEFAULT_TIMEOUT_S
 from gputop.engine.model import GpuSample, GpuState, ProcessType, Snapshot
 from gputop.engine.private_file import UnsafeFile, open_private
 from gputop.engine.probes import Probe
 from gputop.engine.sanitize import json_safe
-from gputop.engine.source import Source, source_from_args
+from gputop.engine.source import Source
 from gputop.errors import UsageError
+from gputop.sources import source_from_args, timeout_of
 
 DEFAULT_LOOP_S = 5.0  # nvidia-smi's -l without a value
 
@@ -169,7 +170,7 @@ def select_gpus(snapshot: Snapshot, ids: str | None) -> tuple[int, ...]:
 
 def process_name(pid: int) -> str | None:
     """argv[0] of the process (what nvidia-smi shows), its name, or None when not visible."""
-    from gputop.engine.procs import read_proc  # psutil only for --query-compute-apps
+    from gputop.engine.proc_lookup import read_proc  # psutil only for --query-compute-apps
 
     info = read_proc(pid)
     if not info.visible:
@@ -329,17 +330,15 @@ def ask_driver(source: Source, fields: Sequence[Field]) -> None:
     """Ask the source for the extra readings these fields need, before its first snapshot.
 
     Only the fields asked for are read, and only here: the dashboard's snapshots never carry
-    them. A source without extra readings (a test's fake) is left as it is.
+    them. A source without extra readings (a test's fake) leaves them N/A.
     """
     ask_for(source, *wanted_readings(fields))
 
 
 def ask_for(source: Source, probes: Sequence[Probe], explain: Sequence[str] = ()) -> None:
     """Have the source read these probes (and explain these readings) from its next snapshot
-    on (dmon's extra columns too); a source without extra readings is left as it is."""
-    request = getattr(source, "request_probes", None)
-    if request is not None:
-        request(probes, explain)
+    on (dmon's extra columns too); a source without extra readings (SourceBase's) ignores it."""
+    source.request_probes(probes, explain)
 
 
 def _log(

@@ -1,21 +1,10 @@
 """The driver process: the only gputop process that loads libnvidia-ml (or the simulated one).
 
 gputop starts it (gputop.engine.isolated) with three pipes: requests on stdin, replies on stdout,
-diagnostics on stderr (faulthandler's dump when the driver crashes it). The conversation:
-
-parent -> child                         child -> parent
-("start", config)                       ("hello", {"simulated", "dev_dir", "gpus", "pid"})
-                                        or ("error", kind, message): the driver cannot be used
-("read", seq, skip, careful)            ("snap", seq, Snapshot, Lists) or ("fail", seq, why);
-                                        while a reading is slow (careful: all along),
-                                        ("gpu", seq, GpuSample) for each GPU that answered
-("probes", probes, explain)             (nothing: the next reads carry them)
-("pids", n, pids)                       ("pids", n, PidMemory) or ("pids", n, why): the light
-                                        read (their GPU memory, process lists only)
-("flush", seq)                          the GPUs of reading seq that answered, its "slow",
-                                        then ("flushed", seq): a one-shot's time is up
-("bye",)                                (exits at once)
-                                        ("slow", seq, call, gpu, seconds): a call is taking long
+diagnostics on stderr (faulthandler's dump when the driver crashes it). The process runs the
+``DriverConfig.boot`` function (the composition module's), which calls :func:`serve` with the
+way to open the driver: this module knows neither the simulator nor the real driver's setup.
+The conversation, one dataclass per message, is in gputop.engine.messages.
 
 A snapshot's process lists travel beside it as what changed since the last snapshot
 (gputop.engine.process_delta). A reading normally goes over in one message; only a slow one is
@@ -24,10 +13,11 @@ one (the first, and those after a crash) is sent GPU by GPU from the start, so t
 it does not lose the GPUs read before.
 
 Three threads: the main one talks to the driver, one at a time, and may hang in it for ever;
-the *control* thread reads requests, so ``bye`` and the parent's death (end of file) are heard
-even then; the *watchdog* names the call each reading is stuck in (from its stack). A read with
-a ``skip`` (the GPUs a stuck reading hangs on) runs on a thread of its own, beside the stuck
-one: the other GPUs keep being read while one GPU's call hangs.
+the *control* thread reads requests, so ``Bye`` and the parent's death (end of file) are heard
+even then; the *watchdog* names the call each reading is stuck in (the driver layer records the
+call and GPU each thread is in: gputop.engine.in_flight). A read with a ``skip`` (the GPUs a
+stuck reading hangs on) runs on a thread of its own, beside the stuck one: the other GPUs keep
+being read while one GPU's call hangs.
 
 When gputop dies without saying bye (SIGKILL, a crash of its own), the control thread puts the
 terminal back as it was (the dashboard's alternate screen, mouse tracking, raw mode) and saves
@@ -39,76 +29,68 @@ from __future__ import annotations
 import contextlib
 import faulthandler
 import gc
+import importlib
 import os
 import queue
 import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
-from itertools import count
-from pathlib import Path
-from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING
 
+from gputop.engine.in_flight import in_flight
+from gputop.engine.messages import (
+    PROTOCOL_VERSION,
+    Bye,
+    DriverConfig,
+    Flush,
+    Flushed,
+    GpuRead,
+    Hello,
+    Message,
+    OpenError,
+    OpenFailed,
+    Pids,
+    PidsFailed,
+    PidsRead,
+    Probes,
+    Read,
+    ReadFailed,
+    Reading,
+    Slow,
+    Start,
+)
 from gputop.engine.process_delta import ListEncoder
+from gputop.engine.terminal_guard import mend
 from gputop.engine.wire import Sender, WireError, receive
+from gputop.errors import GputopError
+
+if TYPE_CHECKING:
+    from gputop.engine.model import GpuSample
+    from gputop.engine.nvml import NvmlSource
+
+Opener = Callable[[DriverConfig], "NvmlSource"]
 
 SLOW_AFTER_S = 0.5  # a call running this long is reported (and again every WATCH_EVERY_S)
 WATCH_EVERY_S = 0.25
 
-# What Textual's driver turns on, turned off: mouse reporting (all modes), bracketed paste,
-# focus events, the kitty keyboard protocol; then line wrapping, the cursor, colours and the
-# main screen.
-TERMINAL_RESET = (
-    "\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?1015l\x1b[?2004l\x1b[?1004l"
-    "\x1b[<u\x1b[?7h\x1b[?25h\x1b[0m\x1b[?1049l"
-)
-
-
-def current_call(frame: FrameType | None) -> str | None:
-    """The NVML function the thread whose innermost frame is ``frame`` is inside, if any.
-
-    A C function of the driver is called through a local named ``fn`` (pynvml's own functions
-    and gputop's direct calls) or is the simulated library's callable itself (``self``); both
-    carry the C symbol's name. Otherwise the outermost pynvml frame of the innermost run.
-    """
-    pynvml_name: str | None = None
-    while frame is not None:
-        local = frame.f_locals
-        for key in ("fn", "self"):
-            name = getattr(local.get(key), "__name__", None)
-            if isinstance(name, str) and name.startswith("nvml"):
-                return name
-        if frame.f_code.co_filename.endswith("pynvml.py"):
-            pynvml_name = frame.f_code.co_name
-        elif pynvml_name is not None:
-            break
-        frame = frame.f_back
-    return pynvml_name
-
-
-def current_gpu(frame: FrameType | None) -> int | None:
-    """The GPU index the driver layer is reading (its ``_read_gpu(index)`` frame), if any."""
-    while frame is not None:
-        if frame.f_code.co_name == "_read_gpu":
-            index = frame.f_locals.get("index")
-            return index if isinstance(index, int) else None
-        frame = frame.f_back
-    return None
-
 
 class _Child:
-    def __init__(self, sender: Sender, config: dict[str, Any]) -> None:
+    def __init__(
+        self, sender: Sender, start: Start, opener: Opener, on_exit: Callable[[], None]
+    ) -> None:
         self.sender = sender
-        self.config = config
-        self.requests: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
-        self.main_ident = threading.get_ident()
+        self.config = start.config
+        self.guard = start.guard
+        self._opener, self._on_exit = opener, on_exit
+        self.requests: queue.SimpleQueue[Message] = queue.SimpleQueue()
         self._lock = threading.Lock()
         # Thread ident -> the reading it is in (seq, since, its GPUs so far; seq 0: opening).
         self._busy: dict[int, tuple[int, float, _Progress | None]] = {}
         self._called = threading.Event()  # set while any thread is in the driver
-        self._source: Any = None  # once opened: readings beside a stuck one use it too
+        self._source: NvmlSource | None = None  # once opened: readings beside a stuck one too
         self._exiting = False
         self._lists = ListEncoder()
         # Encoding a snapshot's lists and sending it is one step: the other end decodes in the
@@ -117,7 +99,7 @@ class _Child:
 
     # -- threads ----------------------------------------------------------------------------
     def control(self) -> None:
-        """Pass requests on to the main thread; exit on ``bye`` or when gputop is gone."""
+        """Pass requests on to the main thread; exit on ``Bye`` or when gputop is gone."""
         while True:
             try:
                 message = receive(0)
@@ -125,15 +107,15 @@ class _Child:
                 message = None
             if message is None:
                 self.leave(clean=False)
-            elif message[0] == "bye":
+            elif isinstance(message, Bye):
                 self.leave(clean=True)
-            elif message[0] == "flush":
-                self.flush(int(message[1]))
-            elif message[0] == "read" and len(message) > 2 and message[2]:
+            elif isinstance(message, Flush):
+                self.flush(message.seq)
+            elif isinstance(message, Read) and message.skip and self._source is not None:
                 # The main thread is stuck in a GPU's call: read the others beside it.
                 threading.Thread(
                     target=self._read,
-                    args=(self._source, int(message[1]), frozenset(message[2]), _careful(message)),
+                    args=(self._source, message),
                     daemon=True,
                     name="gputop-beside",
                 ).start()
@@ -141,17 +123,16 @@ class _Child:
                 self.requests.put(message)
 
     def flush(self, seq: int) -> None:
-        """Send what reading ``seq`` has so far and the call it is in; then ``flushed``."""
+        """Send what reading ``seq`` has so far and the call it is in; then ``Flushed``."""
         with self._lock:
             found = [(ident, b) for ident, b in self._busy.items() if b[0] == seq]
+        calls = in_flight()
         for ident, (_, since, progress) in found:
-            frame = sys._current_frames().get(ident)
             if progress is not None:
                 progress.send_new()
-            elapsed = time.monotonic() - since
-            self._send(("slow", seq, current_call(frame), current_gpu(frame), elapsed))
-            del frame
-        self._send(("flushed", seq))
+            call, gpu = calls.get(ident, (None, None))
+            self._send(Slow(seq, call, gpu, time.monotonic() - since))
+        self._send(Flushed(seq))
 
     def watchdog(self) -> None:
         """Say which call the main thread is stuck in, while it is stuck."""
@@ -161,19 +142,18 @@ class _Child:
             time.sleep(WATCH_EVERY_S)
             with self._lock:
                 busy = list(self._busy.items())
+            calls = in_flight()
             for ident, (seq, since, progress) in busy:
                 elapsed = time.monotonic() - since
                 if elapsed < SLOW_AFTER_S:
                     continue
-                frame = sys._current_frames().get(ident)
+                call, gpu = calls.get(ident, (None, None))
                 try:
                     if progress is not None:
                         progress.send_new()
-                    call, gpu = current_call(frame), current_gpu(frame)
-                    self.sender.send(("slow", seq, call, gpu, elapsed))
+                    self.sender.send(Slow(seq, call, gpu, elapsed))
                 except OSError:
                     return
-                del frame
 
     # -- the driver ---------------------------------------------------------------------------
     def run(self) -> None:
@@ -184,82 +164,59 @@ class _Child:
             return
         while True:
             message = self.requests.get()
-            if message[0] == "read":
-                self._read(source, int(message[1]), careful=_careful(message))
-            elif message[0] == "pids":
-                self._read_pids(source, int(message[1]), message[2])
-            elif message[0] == "probes":
-                request = getattr(source, "request_probes", None)
-                if request is not None:
-                    request(message[1], message[2])
+            if isinstance(message, Read):
+                self._read(source, message)
+            elif isinstance(message, Pids):
+                self._read_pids(source, message)
+            elif isinstance(message, Probes):
+                source.request_probes(message.probes, message.explain)
 
-    def _open(self) -> Any:
-        from gputop.engine.source import open_source
-        from gputop.errors import DriverError, DriverMissing, GputopError
-
-        config = self.config
+    def _open(self) -> NvmlSource | None:
         self._set_busy(0, None)
         try:
-            if config.get("clock_origin_mono") is not None:
-                _continue_scenario_clock(float(config["clock_origin_mono"]))
-            source = open_source(
-                demo=config.get("demo"),
-                scenario=config.get("scenario"),
-                fallback_to_demo=bool(config.get("fallback_to_demo")),
-                counters=bool(config.get("counters")),
-            )
+            source = self._opener(self.config)
         except GputopError as exc:
-            kind = (
-                "DriverMissing"
-                if isinstance(exc, DriverMissing)
-                else "DriverError"
-                if isinstance(exc, DriverError)
-                else "UsageError"
-            )
-            self._send(("error", kind, str(exc)))
+            self._send(OpenFailed(OpenError.of(exc), str(exc)))
             return None
         finally:
             self._set_busy(None, None)
         _settle_heap()
         self._source = source
-        identities = getattr(source, "identities", None)
         self._send(
-            (
-                "hello",
-                {
-                    "simulated": source.simulated,
-                    "dev_dir": source.dev_dir,
-                    "system": getattr(source, "system", None),
-                    "gpus": identities() if identities is not None else (),
-                    "pid": os.getpid(),
-                },
+            Hello(
+                version=PROTOCOL_VERSION,
+                simulated=source.simulated,
+                dev_dir=source.dev_dir,
+                system=source.system,
+                gpus=source.identities(),
+                pid=os.getpid(),
             )
         )
         return source
 
-    def _read(
-        self, source: Any, seq: int, skip: frozenset[int] = frozenset(), careful: bool = False
-    ) -> None:
-        progress = _Progress(self.sender, seq, careful=careful)
+    def _read(self, source: NvmlSource, request: Read) -> None:
+        seq = request.seq
+        progress = _Progress(self.sender, seq, careful=request.careful)
         self._set_busy(seq, progress)
         try:
-            snapshot = source.snapshot(progress=progress, skip=skip)
+            snapshot = source.snapshot(progress=progress, skip=frozenset(request.skip))
         except Exception as exc:  # noqa: BLE001 - the driver layer's failure: report it, serve on
-            self._send(("fail", seq, f"{type(exc).__name__}: {exc}"))
+            self._send(ReadFailed(seq, f"{type(exc).__name__}: {exc}"))
             return
         finally:
             self._set_busy(None, None)
         # gputop's request number is the snapshot's: it goes on rising across restarts.
         with self._snap_lock:
             shell, lists = self._lists.encode(replace(snapshot, seq=seq))
-            self._send(("snap", seq, shell, lists))
+            self._send(Reading(seq, shell, lists))
 
-    def _read_pids(self, source: Any, n: int, pids: tuple[int, ...]) -> None:
+    def _read_pids(self, source: NvmlSource, request: Pids) -> None:
         try:
-            result: Any = source.pid_memory(pids)
+            memory = source.pid_memory(request.pids)
         except Exception as exc:  # noqa: BLE001 - the driver layer's failure: report it, serve on
-            result = f"{type(exc).__name__}: {exc}"
-        self._send(("pids", n, result))
+            self._send(PidsFailed(request.n, f"{type(exc).__name__}: {exc}"))
+            return
+        self._send(PidsRead(request.n, memory))
 
     def _set_busy(self, seq: int | None, progress: _Progress | None) -> None:
         """Note that this thread is in the driver for reading ``seq`` (None: out of it)."""
@@ -274,7 +231,7 @@ class _Child:
             else:
                 self._called.clear()
 
-    def _send(self, message: tuple[Any, ...]) -> None:
+    def _send(self, message: Message) -> None:
         try:
             self.sender.send(message)
         except OSError:
@@ -287,20 +244,15 @@ class _Child:
             if self._exiting:
                 return
             self._exiting = True
-        if not clean:
+        if not clean and self.guard is not None:
             with contextlib.suppress(Exception):
-                _mend_terminal(self.config)
+                mend(self.guard)
         with contextlib.suppress(Exception):
-            _stop_demo_processes()
+            self._on_exit()
         os._exit(0)
 
 
-def _careful(message: tuple[Any, ...]) -> bool:
-    """Whether a read request asks for its GPUs one by one as they are read."""
-    return len(message) > 3 and bool(message[3])
-
-
-class _Progress(list[Any]):
+class _Progress(list["GpuSample"]):
     """The list NvmlSource.snapshot appends each GPU to; the watchdog sends them on when slow,
     and a ``careful`` reading sends each at once (a crash then keeps the GPUs read before)."""
 
@@ -310,7 +262,7 @@ class _Progress(list[Any]):
         self._careful = careful
         self._lock = threading.Lock()
 
-    def append(self, sample: Any) -> None:
+    def append(self, sample: GpuSample) -> None:
         with self._lock:
             super().append(sample)
         if self._careful:
@@ -322,7 +274,7 @@ class _Progress(list[Any]):
             new = self[self._sent :]
             self._sent = len(self)
         for sample in new:
-            self._sender.send(("gpu", self._seq, sample))
+            self._sender.send(GpuRead(self._seq, sample))
 
 
 def _settle_heap() -> None:
@@ -333,90 +285,12 @@ def _settle_heap() -> None:
     gc.set_threshold(7000, 20, 20)
 
 
-def _continue_scenario_clock(origin_mono: float) -> None:
-    """Make the simulated driver's clock count from the first driver process's start."""
-    from gputop.sim import clock
+def serve(opener: Opener, *, on_exit: Callable[[], None]) -> None:
+    """Serve the driver to the gputop process that started this one (see the module docstring).
 
-    clock.ORIGIN_MONO = origin_mono
-
-
-def _stop_demo_processes() -> None:
-    # Every cast, not just the installed library's: the demo may still be starting.
-    from gputop.sim.actors import stop_all
-
-    stop_all()
-
-
-def _mend_terminal(config: dict[str, Any]) -> None:
-    fd = config.get("guard_fd")
-    if fd is None:
-        return
-    attrs = config.get("termios")
-    if attrs is not None:
-        import termios
-
-        with contextlib.suppress(termios.error, OSError):
-            termios.tcsetattr(fd, termios.TCSANOW, attrs)
-    with contextlib.suppress(OSError):
-        os.write(fd, TERMINAL_RESET.encode())
-    line = "gputop ended without closing the dashboard; the terminal was put back."
-    report = _read_all(config.get("fault_fd"))
-    if report:
-        first = report.strip().splitlines()[0] if report.strip() else "a crash"
-        path = _save_report(report)
-        where = f"the report is in {path}" if path else "the report could not be saved"
-        line = f"gputop crashed ({first.removeprefix('Fatal Python error: ')}); {where}."
-    with contextlib.suppress(OSError):
-        os.write(fd, (line + "\r\n").encode("utf-8", "replace"))
-
-
-def _read_all(fd: int | None) -> str:
-    if fd is None:
-        return ""
-    chunks: list[bytes] = []
-    with contextlib.suppress(OSError):
-        os.set_blocking(fd, False)
-        while len(chunks) < 64:
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    return b"".join(chunks).decode("utf-8", "replace")
-
-
-def _save_report(text: str) -> str | None:
-    """Write gputop's crash dump under the user's state folder (or the temp folder).
-
-    The name is one anyone can guess, in /tmp perhaps, and this may be root: the file is always
-    a new one (O_EXCL, no link followed, mode 0600); something already there gets a later name.
+    ``opener`` opens the driver the Start message's config names (raising a GputopError when it
+    cannot); ``on_exit`` runs as the process leaves (the simulator's actors are stopped there).
     """
-    import tempfile
-
-    from gputop.engine.private_file import UnsafeFile, create_fresh
-
-    stem = time.strftime("crash-%Y%m%d-%H%M%S") + f"-{os.getppid()}"
-    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    data = text.encode("utf-8", "replace")
-    for folder in (Path(state) / "gputop", Path(tempfile.gettempdir())):
-        with contextlib.suppress(OSError):
-            folder.mkdir(parents=True, exist_ok=True)
-        # Taken (planted, or a second crash this second): the next name; else the next folder.
-        names = (str(folder / f"{stem}{f'-{n}' if n else ''}.txt") for n in count())
-        try:
-            path, fd = create_fresh(names)
-        except UnsafeFile:
-            continue
-        try:
-            with open(fd, "wb") as out:
-                out.write(data)
-        except OSError:
-            continue
-        return path
-    return None
-
-
-def main() -> None:
-    """Serve the driver to the gputop process that started this one (see the module docstring)."""
     replies = os.dup(1)
     os.dup2(2, 1)  # a stray print() must never land in the message stream
     faulthandler.enable(file=sys.stderr)
@@ -428,10 +302,28 @@ def main() -> None:
         first = receive(0)
     except (OSError, WireError):
         first = None
-    if first is None or first[0] != "start":
+    if not isinstance(first, Start):
         os._exit(0)
-    _Child(Sender(replies), dict(first[1])).run()
+    sender = Sender(replies)
+    if first.version != PROTOCOL_VERSION:
+        with contextlib.suppress(OSError):
+            sender.send(OpenFailed(OpenError.DRIVER, _version_mismatch(first.version)))
+        os._exit(0)
+    _Child(sender, first, opener, on_exit).run()
 
 
-if __name__ == "__main__":
-    main()
+def _version_mismatch(theirs: int) -> str:
+    return (
+        f"gputop and its driver process speak different protocols ({theirs} and "
+        f"{PROTOCOL_VERSION}): two gputop installations are mixed"
+    )
+
+
+def boot(spec: str) -> None:
+    """Run the driver process's ``"module:function"`` (DriverConfig.boot); gputop chose it."""
+    module, _, function = spec.partition(":")
+    if not module or not function.isidentifier():
+        sys.stderr.write(f"not a module:function: {spec!r}\n")
+        os._exit(2)
+    run: Callable[[], None] = getattr(importlib.import_module(module), function)
+    run()

@@ -106,7 +106,7 @@ def container_of(pid: int | str, proc_root: str = "/proc") -> Container | None:
 @functools.lru_cache(maxsize=256)
 def _parsed_cgroup(raw: bytes) -> Container | None:
     """parse_cgroup of a file's bytes, kept: a box's processes share a few cgroups (the
-    refreshes of 5,000 GPU processes parse the same text again and again: issue 17)."""
+    refreshes of 5,000 GPU processes parse the same text again and again)."""
     return parse_cgroup(raw.decode("utf-8", "surrogateescape"))
 
 

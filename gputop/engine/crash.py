@@ -14,7 +14,15 @@ from gputop.engine.sanitize import clean
 # faulthandler's frame lines: '  File "/x/pynvml.py", line 123 in nvmlDeviceGetPowerUsage'
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]*)", line \d+ in (?P<func>\S+)\s*$')
 # Python files at the driver boundary: a crash with one of these innermost is the driver's.
-_BOUNDARY = ("pynvml.py", "engine/nvml.py", "sim/library.py")
+# (engine/nvml.py: the driver layer's file before it became a package; its ctypes calls are
+# now made in engine/nvml/pynvml_private.py.)
+_BOUNDARY = (
+    "pynvml.py",
+    "engine/nvml.py",
+    "engine/nvml/pynvml_private.py",
+    "engine/nvml/calls.py",
+    "sim/library.py",
+)
 
 
 def signal_name(number: int) -> str:

@@ -1,15 +1,21 @@
-"""Readings with a deadline: what one-shot commands and logging loops use instead of waiting.
+"""Readings with a deadline: the one reader the sampler, the one-shots and the loops use.
 
-A source that runs the driver in its own process (gputop.engine.isolated) answers
-``snapshot_within(timeout_s)`` with what it has when the time is up: the GPUs that answered, and
-for each that did not a GpuSample in state NOT_RESPONDING (``stale_s``: how long it was waited
-for), with ``Snapshot.driver_note`` naming the call that hung. Any other source is read on a
-daemon thread; if it does not return in time there is nothing to show, so DriverTimeout (or, in
-a loop that has seen the GPUs before, every GPU NOT_RESPONDING).
+Two layers, each with one job:
 
-:class:`Readings` is the loops' reader: one reading per row, each within its own time limit, and
-never the same GPU reading handed out twice (a driver stuck on GPU 3 answers the next rows with
-the very reading it began rows ago: the GPUs of it already shown are NOT_RESPONDING there).
+- a source that can answer with part of a reading (``Source.partial_readings``: the driver
+  process, gputop.engine.isolated.IsolatedSource) does so in ``snapshot_within(timeout_s)``: the
+  GPUs that answered, and for each that did not a GpuSample in state NOT_RESPONDING (``stale_s``:
+  how long it was waited for), with ``Snapshot.driver_note`` naming the call that hung;
+- :class:`Readings` here is the one caller-side reader: it calls ``snapshot_within`` on such a
+  source, and reads any other source (read in the caller's process) on a daemon thread; if that
+  does not return in time there is nothing to show, so DriverTimeout (or, in a loop that has
+  seen the GPUs before, every GPU NOT_RESPONDING).
+
+The sampler (gputop.engine.sampler), the one-shots (--once, --json, query, doctor, export) and the
+loops (dmon, query -l) all read through :class:`Readings` (or :func:`read_within`); nothing else
+starts a reading thread with a time limit. A loop gets one reading per row, each within its own
+time limit, and never the same GPU reading twice (a driver stuck on GPU 3 answers the next rows
+with the very reading it began rows ago: the GPUs of it already shown are NOT_RESPONDING there).
 """
 
 from __future__ import annotations
@@ -18,20 +24,17 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from typing import Generic, TypeVar
 
-from gputop.engine.model import GpuSample, GpuState, Snapshot, silent_gpu
+from gputop.engine.model import GpuSample, GpuState, PidMemory, Snapshot, silent_gpu
 from gputop.engine.source import Source
-from gputop.errors import DriverTimeout
+from gputop.errors import DriverCrashed, DriverTimeout
+
+T = TypeVar("T")
 
 DEFAULT_TIMEOUT_S = 5.0  # one-shots: long enough for a slow but healthy 8-GPU box
 ROW_SHARE = 0.9  # a loop's row waits for its reading at most this share of the interval ...
 MIN_ROW_WAIT_S = 0.5  # ... but never less than this: a healthy driver must be able to answer
-
-
-def timeout_of(args: object) -> float:
-    """The ``--timeout`` a command was given (the option stores no default), else the default."""
-    value = getattr(args, "timeout", None)
-    return DEFAULT_TIMEOUT_S if value is None else float(value)
 
 
 def row_timeout(interval_s: float | None, timeout_s: float) -> float:
@@ -84,32 +87,58 @@ def not_open_within(source: Source, timeout_s: float) -> str | None:
     nvmlInit) or after its process crashed opening it (it is restarted, as after any crash).
     Raises the driver's own one-line error when it cannot be used (DriverMissing, DriverError,
     UsageError)."""
-    from gputop.engine.isolated import DriverCrashed  # the driver process's, only then
-
-    wait_ready = getattr(source, "wait_ready", None)
-    if wait_ready is None:
-        return None  # an in-process driver opened, or raised, when it was made
     try:
-        if wait_ready(timeout_s):
-            return None
+        if source.wait_ready(timeout_s):
+            return None  # (an in-process driver opened, or raised, when it was made)
     except DriverCrashed:
         pass
-    note = getattr(source, "driver_note", None)
-    return (
-        note
-        if isinstance(note, str) and note
-        else (f"the NVIDIA driver did not open within {_seconds(timeout_s)}")
-    )
+    return source.driver_note or f"the NVIDIA driver did not open within {_seconds(timeout_s)}"
+
+
+def pid_memory_within(source: Source, pids: Iterable[int], timeout_s: float) -> PidMemory:
+    """``source.pid_memory(pids)`` within ``timeout_s`` seconds, else DriverTimeout.
+
+    The light read has no partial answer: it runs on a daemon thread, which a hung driver keeps
+    (one per call that timed out) until the driver returns or is restarted.
+    """
+    wanted = tuple(pids)
+    return _Pending.start(lambda: source.pid_memory(wanted), time.monotonic()).wait(timeout_s)
 
 
 @dataclass(eq=False)
-class _Pending:
-    """One ``source.snapshot()`` running on a daemon thread (a source without snapshot_within)."""
+class _Pending(Generic[T]):
+    """One call to a source running on a daemon thread (a source without partial readings)."""
 
     started: float
     done: threading.Event = field(default_factory=threading.Event)
-    result: Snapshot | None = None
+    result: T | None = None
     failure: BaseException | None = None
+
+    @classmethod
+    def start(cls, call: Callable[[], T], started: float) -> _Pending[T]:
+        """Run ``call`` on a daemon thread of its own: a hung driver call keeps only that."""
+        pending: _Pending[T] = cls(started=started)
+
+        def run() -> None:
+            try:
+                pending.result = call()
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the reader's thread
+                pending.failure = exc
+            finally:
+                pending.done.set()
+
+        threading.Thread(target=run, name="gputop-deadline", daemon=True).start()
+        return pending
+
+    def wait(self, timeout_s: float) -> T:
+        """The call's result within ``timeout_s`` (its error raised here), else DriverTimeout."""
+        self.done.wait(timeout_s)
+        if not self.done.is_set():
+            raise DriverTimeout(f"the NVIDIA driver did not answer within {_seconds(timeout_s)}")
+        if self.failure is not None:
+            raise self.failure
+        assert self.result is not None
+        return self.result
 
 
 class Readings:
@@ -135,7 +164,7 @@ class Readings:
         self.source = source
         self._clock = clock
         self._hold_last = hold_last
-        self._pending: _Pending | None = None
+        self._pending: _Pending[Snapshot] | None = None
         self._known: Snapshot | None = None  # the last snapshot handed out: the GPUs' identities
         # (seq, GPU indices handed out from it) of the last partial reading handed out
         self._partial: tuple[int, frozenset[int]] | None = None
@@ -147,12 +176,11 @@ class Readings:
         A source that cannot report part of a reading gets the whole ``open_timeout_s``: before
         its first reading nothing about its GPUs is known, so there is nothing to print instead.
         """
-        if getattr(self.source, "snapshot_within", None) is None:
+        if not self.source.partial_readings:
             return self.read(open_timeout_s)
-        wait_ready = getattr(self.source, "wait_ready", None)
-        if wait_ready is not None and not wait_ready(open_timeout_s):
-            note = getattr(self.source, "driver_note", None)
-            detail = f" ({note})" if isinstance(note, str) and note else ""
+        if not self.source.wait_ready(open_timeout_s):
+            note = self.source.driver_note
+            detail = f" ({note})" if note else ""
             raise DriverTimeout(
                 f"the NVIDIA driver did not answer within {_seconds(open_timeout_s)}{detail}"
             )
@@ -184,38 +212,22 @@ class Readings:
         return snapshot
 
     def _fetch(self, timeout_s: float) -> Snapshot:
-        within = getattr(self.source, "snapshot_within", None)
-        if within is not None:
-            snapshot: Snapshot = within(timeout_s)
-            return snapshot
+        if self.source.partial_readings:
+            return self.source.snapshot_within(timeout_s)
         pending = self._pending
         if pending is None or (pending.done.is_set() and not self._hold_last):
             # Nothing in flight, or a reading that came in after its row was printed: it is old
             # by now (the driver process's source does the same), so read anew.
-            pending = self._pending = self._start()
-        pending.done.wait(timeout_s)
-        if not pending.done.is_set():
-            raise DriverTimeout(f"the NVIDIA driver did not answer within {_seconds(timeout_s)}")
+            pending = self._pending = _Pending.start(self.source.snapshot, self._clock())
+        try:
+            snapshot = pending.wait(timeout_s)
+        except DriverTimeout:
+            raise  # still in flight: kept for the next read
+        except BaseException:
+            self._pending = None  # the source's own error, raised once: the next read is anew
+            raise
         self._pending = None
-        if pending.failure is not None:
-            raise pending.failure
-        assert pending.result is not None
-        return pending.result
-
-    def _start(self) -> _Pending:
-        pending = _Pending(started=self._clock())
-        source = self.source
-
-        def read() -> None:
-            try:
-                pending.result = source.snapshot()
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the reader's thread
-                pending.failure = exc
-            finally:
-                pending.done.set()
-
-        threading.Thread(target=read, name="gputop-deadline", daemon=True).start()
-        return pending
+        return snapshot
 
     def _not_twice(self, snapshot: Snapshot) -> Snapshot:
         """GPUs whose reading from this very driver reading was handed out before become

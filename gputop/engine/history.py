@@ -6,10 +6,9 @@ import operator
 import threading
 from collections import deque
 from collections.abc import Sequence
-from itertools import compress, islice
-from operator import attrgetter, ne
+from itertools import islice
 
-from gputop.engine.model import GpuState, ProcessRow, Snapshot, same_places
+from gputop.engine.model import GpuState, Snapshot, row_identity
 
 # GpuSample field names that History keeps a series of, in storage order.
 METRICS = (
@@ -50,8 +49,8 @@ class History:
         self._gpu_peaks: dict[int, int] = {}
         self._proc_peaks: dict[ProcKey, int] = {}
         self._proc_seen: dict[ProcKey, int] = {}  # key -> tick count when last seen
-        self._rows: tuple[ProcessRow, ...] = ()  # the last snapshot's rows
-        self._by_id: dict[int, ProcessRow] = {}  # ... by id(): which rows of a tick are new
+        self._present: set[ProcKey] = set()  # the processes of the rows noted last
+        self._tick = 0  # their number (RowChanges.tick; 0: not known)
         self._count = 0
 
     def __len__(self) -> int:
@@ -69,43 +68,46 @@ class History:
                 if g.memory_used_bytes is not None:
                     prev = self._gpu_peaks.get(g.index, 0)
                     self._gpu_peaks[g.index] = max(prev, g.memory_used_bytes)
-            rows = snapshot.processes
-            if rows is not self._rows:
-                self._note_rows(rows)
+            self._note_rows(snapshot)
             if self._count % self.maxlen == 0:
                 self._forget_old_processes()
 
-    def _note_rows(self, rows: tuple[ProcessRow, ...]) -> None:
-        """Peaks and last sightings from the rows that are not the last tick's objects: the
-        sampler keeps an unchanged row (issue 17: 5,000 rows a tick, a few hundred new)."""
-        same = same_places(self._rows, rows)
-        if same is not None:
-            # The same processes in the same places (a quiet tick): only the rows made anew are
-            # looked at. The last rows are alive: no id is reused among them.
-            olds, news = same
-            by_id, peaks = self._by_id, self._proc_peaks
-            deque(map(by_id.pop, map(id, olds)), maxlen=0)
-            by_id.update(zip(map(id, news), news, strict=True))
-            # A row's peak can rise only where its memory moved (the old row was noted).
-            for row in compress(news, map(ne, map(_used_of, olds), map(_used_of, news))):
-                _raise_peak(peaks, row.identity, row.used_memory_bytes)
-            self._rows = rows
-            return
-        now = dict(zip(map(id, rows), rows, strict=True))  # the last rows are alive: no id reused
-        last = self._by_id
+    def _note_rows(self, snapshot: Snapshot) -> None:
+        """Peaks and last sightings of the processes: from what changed since the rows noted
+        last (``Snapshot.changes``, rules in gputop.engine.changes), else from every row."""
+        changes = snapshot.changes
+        if changes is not None and changes.tick == self._tick:
+            return  # the rows noted last, again
         seen, peaks, tick = self._proc_seen, self._proc_peaks, self._count
-        for gone in last.keys() - now.keys():
-            seen[last[gone].identity] = tick - 1
-        for new in now.keys() - last.keys():
-            row = now[new]
-            seen[row.identity] = tick
-            _raise_peak(peaks, row.identity, row.used_memory_bytes)
-        self._rows, self._by_id = rows, now
+        if changes is not None and changes.follows(self._tick):
+            present = self._present
+            for key in changes.removed:
+                seen[key] = tick - 1
+                present.discard(key)
+            for row in changes.added:
+                key = row.identity
+                seen[key] = tick
+                present.add(key)
+                _raise_peak(peaks, key, row.used_memory_bytes)
+            # A row's peak can rise only where its row changed.
+            for row in changes.changed:
+                _raise_peak(peaks, row.identity, row.used_memory_bytes)
+        else:
+            rows = snapshot.processes
+            now = set(map(row_identity, rows))
+            for gone in self._present - now:
+                seen[gone] = tick - 1
+            for new in now - self._present:
+                seen[new] = tick
+            for row in rows:
+                _raise_peak(peaks, row.identity, row.used_memory_bytes)
+            self._present = now
+        self._tick = changes.tick if changes is not None else 0
 
     def _forget_old_processes(self) -> None:
         horizon = self._count - self.maxlen
         # A process listed all along was noted when its row was last new: it stays.
-        present = {row.identity for row in self._rows}
+        present = self._present
         for key in [
             k for k, seen in self._proc_seen.items() if seen <= horizon and k not in present
         ]:
@@ -174,9 +176,6 @@ class History:
         """How many processes have a remembered peak (bounded by recent activity)."""
         with self._lock:
             return len(self._proc_seen)
-
-
-_used_of = attrgetter("used_memory_bytes")
 
 
 def _raise_peak(peaks: dict[ProcKey, int], key: ProcKey, used: int | None) -> None:

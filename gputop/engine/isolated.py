@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import faulthandler
 import os
 import subprocess
 import sys
@@ -32,15 +31,41 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import IO, Any
+from typing import IO
 
 from gputop.engine.crash import describe_exit
-from gputop.engine.model import GpuSample, PidMemory, Snapshot, SystemInfo, silent_gpu
+from gputop.engine.messages import (
+    PROTOCOL_VERSION,
+    Bye,
+    DriverConfig,
+    Flush,
+    Flushed,
+    GpuRead,
+    Hello,
+    Message,
+    OpenError,
+    OpenFailed,
+    Pids,
+    PidsFailed,
+    PidsRead,
+    Probes,
+    Read,
+    ReadFailed,
+    Reading,
+    Slow,
+    Start,
+    TerminalGuard,
+)
+from gputop.engine.model import GpuSample, PidMemory, Snapshot, silent_gpu
 from gputop.engine.ourselves import add_helper, drop_helper
+from gputop.engine.probes import Probe
 from gputop.engine.process_delta import DeltaError, ListDecoder
 from gputop.engine.sanitize import clean
+from gputop.engine.terminal_guard import arm, disarm
 from gputop.engine.wire import Sender, WireError, receive
-from gputop.errors import DriverError, DriverMissing, DriverTimeout, UsageError
+from gputop.errors import DriverCrashed, DriverError, DriverTimeout
+
+__all__ = ["DriverConfig", "DriverCrashed", "IsolatedSource"]
 
 BACKOFF_FIRST_S = 0.5
 BACKOFF_MAX_S = 30.0
@@ -51,29 +76,17 @@ _STDERR_KEEP = 64 * 1024
 DUMP_WAIT_S = 3.0  # at most, for the end of a dead driver process's stderr
 
 # argv of the driver process: ours alone (no user input); -P keeps the working directory off
-# sys.path, so a folder named gputop there cannot stand in for this installation.
-_BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from gputop.engine.child import main; main()"
+# sys.path, so a folder named gputop there cannot stand in for this installation. It runs
+# DriverConfig.boot (argv[2]), which opens the driver and serves it (gputop.engine.child.serve).
+_BOOT = (
+    "import sys; sys.path.insert(0, sys.argv[1]); "
+    "from gputop.engine.child import boot; boot(sys.argv[2])"
+)
 
 
 # The folder this gputop package is in (gputop/engine/isolated.py, three levels up): the driver
 # process imports the very same installation.
 _INSTALLED_AT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-class DriverCrashed(DriverError):
-    """The driver process died (a crash in libnvidia-ml, or killed) and is not back yet."""
-
-    exit_code = 3
-
-
-@dataclass(frozen=True, slots=True)
-class DriverConfig:
-    """What the driver process opens: the real driver, or a simulated box."""
-
-    demo: str | None = None
-    scenario: str | None = None
-    fallback_to_demo: bool = False
-    counters: bool = False  # read Snapshot.counters (the exporter's): costs every tick
 
 
 @dataclass(slots=True, eq=False)
@@ -83,17 +96,17 @@ class _Process:
     proc: subprocess.Popen[bytes]
     sender: Sender
     started_mono: float
-    hello: dict[str, Any] | None = None
-    error: tuple[str, str] | None = None
+    hello: Hello | None = None
+    error: OpenFailed | None = None
     death: str | None = None  # why it ended, in words; set once it has
     gpus: dict[int, list[GpuSample]] = field(default_factory=dict)  # seq -> GPUs read so far
     results: dict[int, Snapshot | str] = field(default_factory=dict)  # seq -> reading or failure
     pid_results: dict[int, PidMemory | str] = field(default_factory=dict)  # light reads, likewise
-    slow: dict[int, tuple[str | None, int | None, float]] = field(default_factory=dict)
+    slow: dict[int, Slow] = field(default_factory=dict)  # seq -> the call it is stuck in
     flushed: set[int] = field(default_factory=set)  # readings whose answered GPUs are all here
-    stderr_tail: collections.deque[bytes] = field(
-        default_factory=lambda: collections.deque(maxlen=64)
-    )
+    # Bounded by bytes (_STDERR_KEEP) in _drain, not by chunks: faulthandler writes its dump a
+    # few bytes at a time, and a chunk limit kept only the end of it (no call named).
+    stderr_tail: collections.deque[bytes] = field(default_factory=collections.deque)
     stderr_done: threading.Event = field(default_factory=threading.Event)
     buried: threading.Event = field(default_factory=threading.Event)  # collected, death known
 
@@ -109,6 +122,8 @@ class IsolatedSource:
     process puts the terminal back and saves gputop's faulthandler dump to a file.
     """
 
+    partial_readings = True  # snapshot_within answers the GPUs that did, NOT_RESPONDING the rest
+
     def __init__(self, config: DriverConfig, *, guard_terminal: bool = False) -> None:
         self.config = config
         self.restarts = 0
@@ -120,7 +135,7 @@ class IsolatedSource:
         # GPU -> (seq, call, since) of a reading stuck in that GPU's call; later readings skip it
         self._stuck: dict[int, tuple[int, str | None, float]] = {}
         self._given_up: int | None = None  # the reading a snapshot_within ran out of time on
-        self._probes: tuple[Any, Any] | None = None
+        self._probes: Probes | None = None
         self._crashes_in_row = 0
         self._next_start = 0.0
         self._crash_note: str | None = None  # "DRIVER CRASHED (why)" until a good reading
@@ -129,12 +144,12 @@ class IsolatedSource:
         # Kept, marked stale, until a reading comes through (see _silent_box).
         self._before_crash: dict[int, tuple[GpuSample, float]] = {}
         self._read_once = False  # a reading came through: until then, readings come GPU by GPU
-        self._last_hello: dict[str, Any] | None = None
+        self._last_hello: Hello | None = None
         self._clock_origin = time.monotonic()
-        self._guard: dict[str, Any] = {}
+        self._guard: TerminalGuard | None = None
         self._fault_file: IO[bytes] | None = None
-        if guard_terminal:
-            self._arm_guard()
+        if guard_terminal and (armed := arm()) is not None:
+            self._guard, self._fault_file = armed
         self._proc: _Process | None = None
         self._proc = self._spawn()
 
@@ -142,7 +157,8 @@ class IsolatedSource:
     @property
     def simulated(self) -> bool:
         """True when the driver process serves a simulated box."""
-        return bool(self._hello().get("simulated"))
+        hello = self._hello()
+        return hello is not None and hello.simulated
 
     @property
     def dev_dir(self) -> str:
@@ -151,10 +167,12 @@ class IsolatedSource:
         never /dev: until its driver process says which, none (a folder that cannot hold any).
         A restarted simulated driver process has a new folder: ask again, do not keep it."""
         with self._cond:
-            hello = self._last_hello or {}
-        if hello.get("dev_dir"):
-            return str(hello["dev_dir"])
-        simulated = hello.get("simulated") or self.config.demo or self.config.scenario
+            hello = self._last_hello
+        if hello is not None and hello.dev_dir:
+            return hello.dev_dir
+        simulated = (
+            (hello is not None and hello.simulated) or self.config.demo or self.config.scenario
+        )
         return os.devnull if simulated else "/dev"  # nothing can be under /dev/null
 
     @property
@@ -172,11 +190,11 @@ class IsolatedSource:
                 if waited < SLOW_NOTE_AFTER_S:
                     return None
                 slow = proc.slow.get(0)
-                call = slow[0] if slow and slow[0] else "the driver"
+                call = slow.call if slow and slow.call else "the driver"
                 return f"waiting for the driver: {call} not answering for {waited:.0f} s"
             if inflight is not None and now - inflight[1] >= SLOW_NOTE_AFTER_S:
                 waited = now - inflight[1]
-                return _slow_note(proc.slow.get(inflight[0]), f"not answering for {waited:.0f} s")
+                return _slow_of(proc.slow.get(inflight[0]), f"not answering for {waited:.0f} s")
             return self._stuck_note(now, "not answering for {:.0f} s")
 
     def _stuck_note(self, now: float, what: str) -> str | None:
@@ -186,7 +204,7 @@ class IsolatedSource:
         gpu, (seq, call, since) = min(self._stuck.items(), key=lambda item: item[1][2])
         proc = self._proc
         slow = proc.slow.get(seq) if proc is not None else None
-        return _slow_note(((slow[0] if slow else None) or call, gpu, 0.0), what.format(now - since))
+        return _slow_note((slow.call if slow else None) or call, gpu, what.format(now - since))
 
     def wait_ready(self, timeout_s: float) -> bool:
         """Wait up to ``timeout_s`` for the driver to be open; False if it is not yet.
@@ -219,7 +237,7 @@ class IsolatedSource:
             if proc.death is not None:
                 return self._silent_box(None, timeout_s)
             slow = proc.slow.get(0)
-            what = f" ({slow[0]} did not return)" if slow and slow[0] else ""
+            what = f" ({slow.call} did not return)" if slow and slow.call else ""
             raise DriverTimeout(f"the NVIDIA driver did not answer within {timeout_s:g} s{what}")
         seq = self._begin_read(proc, beside=True)
         with self._cond:
@@ -230,7 +248,7 @@ class IsolatedSource:
         if seq not in proc.results and proc.death is None:
             # Not done yet: have the driver process send the GPUs that did answer (and the call
             # it is stuck in) now, rather than at its watchdog's next look.
-            self._send(proc, ("flush", seq))
+            self._send(proc, Flush(seq))
         with self._cond:
             self._cond.wait_for(
                 lambda: seq in proc.results or seq in proc.flushed or proc.death is not None,
@@ -256,7 +274,7 @@ class IsolatedSource:
         with self._cond:
             self._pid_seq += 1
             seq = self._pid_seq
-        self._send(proc, ("pids", seq, tuple(pids)))
+        self._send(proc, Pids(seq, tuple(pids)))
         with self._cond:
             self._cond.wait_for(lambda: seq in proc.pid_results or proc.death is not None)
             result = proc.pid_results.pop(seq, None)
@@ -266,12 +284,12 @@ class IsolatedSource:
             raise DriverError(result)
         return result
 
-    def request_probes(self, probes: Any, explain: Any = ()) -> None:
+    def request_probes(self, probes: Iterable[Probe], explain: Iterable[str] = ()) -> None:
         """Have the driver read these extra fields from the next reading on (``gputop query``)."""
-        self._probes = (tuple(probes), tuple(explain))
+        self._probes = Probes(tuple(probes), tuple(explain))
         proc = self._proc
         if proc is not None and proc.death is None:
-            self._send(proc, ("probes", *self._probes))
+            self._send(proc, self._probes)
 
     def close(self) -> None:
         """Stop the driver process without waiting for it (see the module docstring)."""
@@ -282,9 +300,7 @@ class IsolatedSource:
         if proc is not None:
             _goodbye(proc)
         if self._fault_file is not None:
-            # A crash from here on is no longer the guard's to report: the default again.
-            with contextlib.suppress(Exception):
-                faulthandler.disable()
+            disarm()
             self._fault_file = None
 
     @property
@@ -314,19 +330,14 @@ class IsolatedSource:
         return proc
 
     def _spawn(self) -> _Process:
-        config = {
-            "demo": self.config.demo,
-            "scenario": self.config.scenario,
-            "fallback_to_demo": self.config.fallback_to_demo,
-            "counters": self.config.counters,
-            "clock_origin_mono": self._clock_origin,
-            **self._guard,
-        }
-        here = _INSTALLED_AT
-        passed = tuple(fd for key in ("guard_fd", "fault_fd") if (fd := self._guard.get(key)))
+        config = self.config
+        if config.clock_origin_mono is None:  # a restarted process continues the first's clock
+            config = replace(config, clock_origin_mono=self._clock_origin)
+        guard = self._guard
+        passed = (guard.tty_fd, guard.fault_fd) if guard is not None else ()
         try:
-            popen = subprocess.Popen(  # argv is ours alone, never user input
-                [sys.executable, "-P", "-c", _BOOT, here],
+            popen = subprocess.Popen(  # argv is ours alone (boot: gputop's), never user input
+                [sys.executable, "-P", "-c", _BOOT, _INSTALLED_AT, config.boot],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -339,14 +350,14 @@ class IsolatedSource:
         assert popen.stdin is not None and popen.stdout is not None and popen.stderr is not None
         proc = _Process(popen, Sender(popen.stdin.fileno()), time.monotonic())
         add_helper(proc.pid)
-        self._send(proc, ("start", config))
+        self._send(proc, Start(config, guard))
         if self._probes is not None:
-            self._send(proc, ("probes", *self._probes))
+            self._send(proc, self._probes)
         for target, name in ((self._listen, "gputop-driver-listen"), (_drain, "gputop-driver-err")):
             threading.Thread(target=target, args=(proc,), name=name, daemon=True).start()
         return proc
 
-    def _send(self, proc: _Process, message: tuple[Any, ...]) -> None:
+    def _send(self, proc: _Process, message: Message) -> None:
         with contextlib.suppress(OSError):  # a dead process: its listener reports the death
             proc.sender.send(message)
 
@@ -358,41 +369,49 @@ class IsolatedSource:
         while True:
             try:
                 message = receive(fd)
-                if message is not None and message[0] == "snap":
-                    message = ("snap", message[1], lists.decode(message[2], message[3]))
-            except (OSError, WireError, DeltaError, IndexError):
+                snapshot = (
+                    lists.decode(message.shell, message.lists)
+                    if isinstance(message, Reading)
+                    else None
+                )
+            except (OSError, WireError, DeltaError):
                 message = None
             if message is None:
                 break
             with self._cond:
-                self._take_in(proc, message)
+                self._take_in(proc, message, snapshot)
                 self._cond.notify_all()
         self._buried(proc)
 
-    def _take_in(self, proc: _Process, message: tuple[Any, ...]) -> None:
-        kind = message[0]
-        if kind == "gpu":
-            proc.gpus.setdefault(message[1], []).append(message[2])
-        elif kind == "snap":
-            proc.gpus.pop(message[1], None)
-            proc.results[message[1]] = message[2]
-            self._unstuck(message[1])
-        elif kind == "fail":
-            proc.gpus.pop(message[1], None)
-            proc.results[message[1]] = clean(str(message[2]))
-            self._unstuck(message[1])
-        elif kind == "pids":
-            result = message[2]
-            proc.pid_results[message[1]] = clean(result) if isinstance(result, str) else result
-        elif kind == "slow":
-            proc.slow[message[1]] = (message[2], message[3], message[4])
-        elif kind == "flushed":
-            proc.flushed.add(message[1])
-        elif kind == "hello":
-            proc.hello = dict(message[1])
-            self._last_hello = proc.hello
-        elif kind == "error":
-            proc.error = (str(message[1]), clean(str(message[2])))
+    def _take_in(self, proc: _Process, message: Message, snapshot: Snapshot | None) -> None:
+        """Note what the driver process said (lock held); ``snapshot``: a Reading's, decoded."""
+        if isinstance(message, GpuRead):
+            proc.gpus.setdefault(message.seq, []).append(message.sample)
+        elif isinstance(message, Reading) and snapshot is not None:
+            proc.gpus.pop(message.seq, None)
+            proc.results[message.seq] = snapshot
+            self._unstuck(message.seq)
+        elif isinstance(message, ReadFailed):
+            proc.gpus.pop(message.seq, None)
+            proc.results[message.seq] = clean(message.why)
+            self._unstuck(message.seq)
+        elif isinstance(message, PidsRead):
+            proc.pid_results[message.n] = message.memory
+        elif isinstance(message, PidsFailed):
+            proc.pid_results[message.n] = clean(message.why)
+        elif isinstance(message, Slow):
+            proc.slow[message.seq] = message
+        elif isinstance(message, Flushed):
+            proc.flushed.add(message.seq)
+        elif isinstance(message, Hello) and message.version != PROTOCOL_VERSION:
+            why = f"the driver process speaks protocol {message.version}, gputop {PROTOCOL_VERSION}"
+            proc.error = OpenFailed(OpenError.DRIVER, f"{why}: two gputop installations are mixed")
+            with contextlib.suppress(OSError):
+                proc.proc.kill()
+        elif isinstance(message, Hello):
+            proc.hello = self._last_hello = message
+        elif isinstance(message, OpenFailed):
+            proc.error = OpenFailed(message.error, clean(message.message))
 
     def _buried(self, proc: _Process) -> None:
         """The driver process's pipe closed: collect it and say why it ended."""
@@ -412,7 +431,7 @@ class IsolatedSource:
                 self._crashes_in_row += 1
                 delay = min(BACKOFF_FIRST_S * 2 ** (self._crashes_in_row - 1), BACKOFF_MAX_S)
                 self._next_start = time.monotonic() + delay
-                self._crash_note = f"DRIVER CRASHED ({proc.death})"
+                self._crash_note = f"{DriverCrashed.NOTE} ({proc.death})"
                 self._crashed_at = time.monotonic()
                 inflight = self._inflight
                 if inflight is not None:
@@ -421,12 +440,12 @@ class IsolatedSource:
             self._cond.notify_all()
         proc.buried.set()
 
-    def _hello(self) -> dict[str, Any]:
+    def _hello(self) -> Hello | None:
         proc = self._proc
         if proc is not None:
             with contextlib.suppress(DriverError):
                 self._await_hello(proc, None)
-        return self._last_hello or {}
+        return self._last_hello
 
     def _await_hello(self, proc: _Process, deadline: float | None) -> bool:
         """Wait for the driver process to open the driver; False at the deadline.
@@ -441,10 +460,7 @@ class IsolatedSource:
                 timeout,
             )
             if proc.error is not None:
-                kind, message = proc.error
-                raise {"DriverMissing": DriverMissing, "UsageError": UsageError}.get(
-                    kind, DriverError
-                )(message)
+                raise proc.error.error.error(proc.error.message)
             if proc.hello is not None:
                 return True
             if proc.death is not None:
@@ -461,9 +477,11 @@ class IsolatedSource:
             inflight = self._inflight
             if inflight is not None and inflight[0] not in proc.results and proc.death is None:
                 slow = proc.slow.get(inflight[0])
-                if not (beside and slow and slow[1] is not None) or (self._given_up != inflight[0]):
+                if not (beside and slow and slow.gpu is not None) or (
+                    self._given_up != inflight[0]
+                ):
                     return inflight[0]
-                self._stuck[slow[1]] = (inflight[0], slow[0], inflight[1])
+                self._stuck[slow.gpu] = (inflight[0], slow.call, inflight[1])
             # A reading that finished after its caller stopped waiting is not handed out late
             # (a logging loop would print old values as new): forget it, and all it said.
             stuck_seqs = {seq for seq, _, _ in self._stuck.values()}
@@ -479,7 +497,7 @@ class IsolatedSource:
             # The first reading, and those after a crash, come GPU by GPU: should the driver
             # crash in them, the GPUs read before it are not lost with it.
             careful = not self._read_once or self._crashes_in_row > 0
-        self._send(proc, ("read", seq, skip, careful))
+        self._send(proc, Read(seq, skip, careful))
         return seq
 
     def _unstuck(self, seq: int) -> None:
@@ -495,7 +513,7 @@ class IsolatedSource:
             return None
         proc = self._proc
         slow = proc.slow.get(stuck[0]) if proc is not None else None
-        call = (slow[0] if slow else None) or stuck[1]
+        call = (slow.call if slow else None) or stuck[1]
         return (f"{call} did not return" if call else "no answer"), now - stuck[2]
 
     def _take(self, proc: _Process, seq: int) -> Snapshot:
@@ -514,16 +532,16 @@ class IsolatedSource:
         self._before_crash.clear()
         self._read_once = True
         hello = self._last_hello
-        if self._stuck and hello is not None and len(result.gpus) < len(hello.get("gpus", ())):
+        if self._stuck and hello is not None and len(result.gpus) < len(hello.gpus):
             result = self._with_stuck(result, hello)
         return result
 
-    def _with_stuck(self, result: Snapshot, hello: dict[str, Any]) -> Snapshot:
+    def _with_stuck(self, result: Snapshot, hello: Hello) -> Snapshot:
         """A reading beside a stuck one, with each GPU it skipped NOT_RESPONDING (lock held)."""
         now = time.monotonic()
         by_index = {g.index: g for g in result.gpus}
         gpus = []
-        for identity in hello.get("gpus", ()):
+        for identity in hello.gpus:
             got = by_index.get(identity.index)
             if got is None:
                 error, waited = self._stuck_error(identity.index, now) or ("no answer", None)
@@ -544,7 +562,7 @@ class IsolatedSource:
             now, wall = time.monotonic(), time.time()
             started, started_wall = now - timeout_s, wall - timeout_s
             answered: list[GpuSample] = []
-            slow = None
+            slow: Slow | None = None
             if proc is not None and seq is not None and inflight is not None:
                 started, started_wall = inflight[1], inflight[2]
                 answered = list(proc.gpus.get(seq, ()))
@@ -554,9 +572,9 @@ class IsolatedSource:
         # How long each silent GPU has given nothing: since the request, or since the crash.
         waited = now - (crashed_at if crash is not None else started)
         by_index = {g.index: g for g in answered}
-        call, stuck_gpu = (slow[0], slow[1]) if slow else (None, None)
+        call, stuck_gpu = (slow.call, slow.gpu) if slow else (None, None)
         gpus = []
-        for identity in hello.get("gpus", ()):
+        for identity in hello.gpus:
             if identity.index in kept:  # read before the crash: its reading, marked stale
                 sample, began = kept[identity.index]
                 gpus.append(replace(sample, stale_s=now - began))
@@ -581,39 +599,23 @@ class IsolatedSource:
             gpus.append(silent_gpu(identity, error=error, stale_s=waited))
         with self._cond:
             beside_note = None if slow else self._stuck_note(now, "did not return within {:.0f} s")
-        note = crash or beside_note or _slow_note(slow, f"did not return within {timeout_s:g} s")
-        system = hello.get("system") or SystemInfo(hostname="")
+        note = crash or beside_note or _slow_of(slow, f"did not return within {timeout_s:g} s")
         return Snapshot(
             seq=seq or 0,
             taken_at_wall=started_wall,
             taken_at_mono=started,
-            system=system,
+            system=hello.system,
             gpus=tuple(gpus),
             driver_note=note,
             sampler_restarts=self.restarts,
         )
 
-    # -- the terminal guard -------------------------------------------------------------------
-    def _arm_guard(self) -> None:
-        """Give the driver process what it needs to mend the terminal if gputop dies."""
-        import termios
 
-        if not os.isatty(2):
-            return
-        tty = os.dup(2)
-        try:
-            attrs = termios.tcgetattr(tty)
-        except termios.error:
-            os.close(tty)
-            return
-        read_end, write_end = os.pipe()
-        self._fault_file = os.fdopen(write_end, "wb", buffering=0)
-        faulthandler.enable(file=self._fault_file)
-        self._guard = {"guard_fd": tty, "termios": attrs, "fault_fd": read_end}
+def _slow_of(slow: Slow | None, what: str) -> str:
+    return _slow_note(slow.call, slow.gpu, what) if slow else _slow_note(None, None, what)
 
 
-def _slow_note(slow: tuple[str | None, int | None, float] | None, what: str) -> str:
-    call, gpu = (slow[0], slow[1]) if slow else (None, None)
+def _slow_note(call: str | None, gpu: int | None, what: str) -> str:
     where = f" (GPU {gpu})" if gpu is not None else ""
     return f"{call or 'the NVIDIA driver'}{where} {what}"
 
@@ -640,7 +642,7 @@ def _goodbye(proc: _Process) -> None:
     if proc.death is not None:
         return
     with contextlib.suppress(OSError):
-        proc.sender.send(("bye",))
+        proc.sender.send(Bye())
     if not proc.buried.wait(GOODBYE_GRACE_S):
         with contextlib.suppress(OSError):
             proc.proc.kill()

@@ -27,7 +27,7 @@ import psutil
 
 from gputop.engine.model import ProcInfo
 from gputop.engine.private_file import UnsafeFile, open_private
-from gputop.engine.procs import read_proc
+from gputop.engine.proc_lookup import read_proc
 from gputop.engine.sanitize import clean
 from gputop.errors import UsageError
 

@@ -6,12 +6,10 @@ Units are in the field names; ``None`` means the driver does not report the fiel
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from itertools import compress
-from operator import attrgetter, is_not
-from typing import TypeVar
+from operator import attrgetter
 
 # NVML's clocks event (throttle) reason bits, by the names GpuSample.throttle_reasons uses.
 THROTTLE_REASON_BITS: dict[str, int] = {
@@ -117,30 +115,6 @@ class GpuProcess:
 def listed_pids(gpus: Iterable[GpuSample]) -> set[int]:
     """The PIDs the driver lists on these GPUs (gathered in C: 5,000 a tick at most)."""
     return set().union(*(map(_pid_of, gpu.processes) for gpu in gpus))
-
-
-T = TypeVar("T")
-
-
-def made_anew(
-    before: Sequence[T], now: Sequence[T], key: Callable[[T], object]
-) -> tuple[list[T], list[T]] | None:
-    """The entries of ``now`` that are not the objects in the same places of ``before``, and
-    those they replace, in place order, when each has the same ``key`` as the one it replaces
-    (the same process: the engine keeps an unchanged entry, and the order); else None.
-    Found in C: 5,000 entries a tick, a few hundred of them new (issue 17)."""
-    if len(before) != len(now):
-        return None
-    differ = list(map(is_not, before, now))
-    olds, news = list(compress(before, differ)), list(compress(now, differ))
-    if list(map(key, olds)) != list(map(key, news)):
-        return None
-    return olds, news
-
-
-def same_pids(old: Sequence[GpuProcess], new: Sequence[GpuProcess]) -> bool:
-    """Whether two process lists name the same PIDs in the same places."""
-    return old is new or made_anew(old, new, _pid_of) is not None
 
 
 _pid_of = attrgetter("pid")
@@ -414,13 +388,29 @@ class ProcessRow:
 
 row_identity = attrgetter("pid", "info.create_time")  # ProcessRow.identity, in C
 
+RowKey = tuple[int, float | None]  # ProcessRow.identity: (PID, create time)
 
-def same_places(
-    before: Sequence[ProcessRow], rows: Sequence[ProcessRow]
-) -> tuple[list[ProcessRow], list[ProcessRow]] | None:
-    """When ``rows`` are the processes of ``before`` in the same places, some rows made anew
-    (the sampler keeps an unchanged one): those rows before and now, in place order; else None."""
-    return made_anew(before, rows, row_identity)
+
+@dataclass(frozen=True, slots=True)
+class RowChanges:
+    """What changed in ``Snapshot.processes`` since the rows numbered ``since``: made by
+    gputop.engine.changes, whose docstring states the rules (when to trust it, when to take all).
+    """
+
+    tick: int  # these rows' number (unique in the process: two enrichers never share one)
+    since: int  # the rows this is the change from; 0: none (every row is new)
+    added: tuple[ProcessRow, ...] = ()  # processes not in those rows
+    changed: tuple[ProcessRow, ...] = ()  # the new rows of processes whose row is not equal
+    removed: tuple[RowKey, ...] = ()  # processes no longer listed
+
+    def follows(self, tick: int) -> bool:
+        """Whether this is the change from the rows numbered ``tick`` (a consumer's last)."""
+        return tick != 0 and self.since == tick
+
+    @property
+    def quiet(self) -> bool:
+        """No process came or went: every row is the one of the same process before."""
+        return not self.added and not self.removed
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -446,6 +436,9 @@ class Snapshot:
     sampler_restarts: int = field(default=0, compare=False)  # times the driver process restarted
     # The exporter's counters of each GPU that answered (GpuCounters.index), in GPU order.
     counters: tuple[GpuCounters, ...] = ()
+    # What changed in ``processes`` since the last enriched snapshot (gputop.engine.changes);
+    # None: not known, take them all.
+    changes: RowChanges | None = field(default=None, compare=False)
 
     @property
     def no_reading_yet(self) -> bool:

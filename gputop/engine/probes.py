@@ -3,8 +3,8 @@
 ``gputop query`` accepts every field of ``nvidia-smi --help-query-gpu``; most of them are read
 nowhere else, so the dashboard never pays for them. A :class:`Probe` names the pynvml function
 and its arguments by their pynvml names (strings), and the part of the answer that holds the
-value; :mod:`~gputop.engine.nvml` resolves the names with ``getattr(pynvml, ...)`` and makes the
-call, only for the probes a query asked for. No pynvml here.
+value; :mod:`~gputop.engine.nvml.query` resolves the names with ``getattr(pynvml, ...)`` and
+makes the call, only for the probes a query asked for. No pynvml here.
 """
 
 from __future__ import annotations

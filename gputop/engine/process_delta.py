@@ -1,10 +1,11 @@
-"""A snapshot's process lists on the pipe as what changed since the last one (issue 17).
+"""A snapshot's process lists on the pipe as what changed since the last one.
 
 At thousands of GPU processes (MPS, many small inference workers) most entries are what they were
 a second ago. The driver process sends each GPU's list as the entries that are new or different
 and the PIDs that are gone (:class:`ListChange`); gputop's end keeps the last list of each GPU and
 puts the whole one back together. An unchanged entry arrives as the very object it was, and an
-unchanged list as the same tuple, so the sampler sees at a glance what it need not rebuild.
+unchanged list as the same tuple: that only makes gputop.engine.changes' equality tests cheap (its
+rule 1); what changed is decided there, by value.
 
 Each end keeps its own copy of the last lists: :class:`ListEncoder` in the driver process,
 :class:`ListDecoder` on the listening thread of that connection. Both change only on a snapshot

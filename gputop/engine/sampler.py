@@ -28,13 +28,14 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
+from gputop.engine.changes import ListTracker
 from gputop.engine.deadline import Readings
 from gputop.engine.enrich import RowMemo
 from gputop.engine.enrich import enrich as enrich_snapshot
 from gputop.engine.history import HISTORY_TICKS, History
 from gputop.engine.holder_watch import HolderWatch
 from gputop.engine.holders import HolderScan, scan_holders
-from gputop.engine.model import GpuProcess, Snapshot, SystemInfo, listed_pids, same_pids
+from gputop.engine.model import Snapshot, SystemInfo
 from gputop.engine.procs import ProcReader
 from gputop.engine.sanitize import clean
 from gputop.engine.source import Source
@@ -84,9 +85,9 @@ class Sampler:
         self._holders: HolderScan | None = None
         # Made on first use: the source may not know its device folder yet.
         self._watch: HolderWatch | None = None
-        # The PIDs the driver listed and the lists they came from: the same set again while
-        # only readings change (5,000 PIDs gathered a tick otherwise: issue 17).
-        self._listed: tuple[tuple[tuple[GpuProcess, ...], ...], set[int]] = ((), set())
+        # What changed in the driver's lists, made once a tick for the holder watch and enrich
+        # (gputop.engine.changes).
+        self._lists = ListTracker()
         self._asked: HolderScan | None = None  # a whole scan from scan_holders_now, not used yet
         self._holder_note_logged = False
         self._procs = ProcReader()
@@ -118,7 +119,7 @@ class Sampler:
     @property
     def restarts(self) -> int:
         """How many times the source's driver process was restarted (0 for other sources)."""
-        return int(getattr(self._source, "restarts", 0))
+        return self._source.restarts
 
     @property
     def latest(self) -> Snapshot | None:
@@ -188,16 +189,18 @@ class Sampler:
             last = self.latest
             if last is not None:
                 self._emit(replace(last, stale_s=max(0.0, time.monotonic() - last.taken_at_mono)))
-            elif getattr(self._source, "driver_note", None) is not None:
+            elif self._source.driver_note is not None:
                 self._emit(self._nothing_yet())
             return
         if self._enrich:
+            lists = self._lists.track(fresh.gpus)
             fresh = enrich_snapshot(
                 fresh,
-                holders=self._due_holders(fresh),
+                holders=self._due_holders(lists.pids),
                 history=self.history,
                 reader=self._procs,
                 memo=self._rows,
+                lists=lists,
             )
         self.history.append(fresh)
         with self._lock:
@@ -215,7 +218,7 @@ class Sampler:
             stale_s=max(0.0, time.monotonic() - self._started_mono),
         )
 
-    def _due_holders(self, fresh: Snapshot) -> HolderScan:
+    def _due_holders(self, listed: frozenset[int]) -> HolderScan:
         """This tick's share of the holder scan (a whole one just asked for is used first)."""
         dev_dir = self.dev_dir
         if self._watch is None or self._watch.dev_dir != dev_dir:  # at start, or it moved
@@ -224,7 +227,7 @@ class Sampler:
             asked, self._asked = self._asked, None
         if asked is not None:
             return asked
-        scan = self._watch.tick(self._interval_s, self._listed_pids(fresh))
+        scan = self._watch.tick(self._interval_s, listed)
         with self._lock:
             self._holders = scan
         if scan.note and not self._holder_note_logged:
@@ -232,21 +235,13 @@ class Sampler:
             log.info("holder scan: %s", scan.note)
         return scan
 
-    def _listed_pids(self, fresh: Snapshot) -> set[int]:
-        lists = tuple(gpu.processes for gpu in fresh.gpus)
-        last, pids = self._listed
-        if len(last) != len(lists) or not all(map(same_pids, last, lists)):
-            pids = listed_pids(fresh.gpus)
-        self._listed = (lists, pids)
-        return pids
-
     def _emit(self, snapshot: Snapshot) -> None:
         if self.on_snapshot is None:
             return
         # A driver process (gputop.engine.isolated) says what is wrong with it and how often
         # it was restarted; every snapshot carries that on, fresh or stale.
-        note = getattr(self._source, "driver_note", None)
-        restarts = getattr(self._source, "restarts", 0)
+        note = self._source.driver_note
+        restarts = self._source.restarts
         if note is not None or restarts:
             snapshot = replace(snapshot, driver_note=note, sampler_restarts=restarts)
         try:

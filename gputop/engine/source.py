@@ -1,133 +1,119 @@
-"""Where snapshots come from: the real driver, or the simulated one, behind one small interface."""
+"""The Source contract: every capability a source of snapshots has, stated, never probed.
+
+Callers call these members; none asks ``getattr``/``hasattr`` whether a source has one. Two kinds
+of source implement it:
+
+- the driver process (gputop.engine.isolated.IsolatedSource): its own restarts and notes, and a
+  ``snapshot_within`` that can answer with part of a reading (``partial_readings``);
+- a source read in the caller's process (NvmlSource, test fakes, a user's own source): subclass
+  :class:`SourceBase`, write ``snapshot()``, set ``simulated`` and ``dev_dir``; the base answers
+  the rest as an in-process source must.
+
+Which source to open (real or simulated, in a driver process or not) is decided by
+gputop.sources, the composition module; the engine parses no arguments.
+"""
 
 from __future__ import annotations
 
-import argparse
-import os
+import abc
 from collections.abc import Iterable
 from typing import Protocol
 
-from gputop.engine.model import PidMemory, Snapshot
-from gputop.errors import DriverMissing
-
-DEMO_ENV = "GPUTOP_DEMO"  # set to a scenario name (or "1" for the demo) to use the simulated driver
-# Set to 1 to call the driver from gputop's own process (no driver process): for debugging and
-# for measuring what the isolation costs. A crash in libnvidia-ml then takes gputop down.
-IN_PROCESS_ENV = "GPUTOP_IN_PROCESS"
+from gputop.engine.model import PidMemory, Snapshot, pid_memory_of
+from gputop.engine.probes import Probe
 
 
 class Source(Protocol):
-    """Anything that can read a complete Snapshot of the box.
-
-    A source may also have ``request_probes(probes, explain)`` (NvmlSource has): ``gputop query``
-    calls it to have the driver read the extra fields it shows (see gputop.engine.probes).
-    ``pid_memory`` is the light read (gputop's own sources have it; a caller's own source may
-    not: see :func:`gputop.engine.model.pid_memory_of`).
-    """
+    """Anything that can read Snapshots of the box; see the module docstring."""
 
     @property
-    def simulated(self) -> bool: ...
+    def simulated(self) -> bool:
+        """True when the data comes from gputop's simulated driver."""
+        ...
 
     @property
-    def dev_dir(self) -> str: ...
+    def dev_dir(self) -> str:
+        """The folder of the box's /dev/nvidia* files (a simulated box has its own)."""
+        ...
 
-    def snapshot(self) -> Snapshot: ...
+    @property
+    def driver_note(self) -> str | None:
+        """Why the driver is not answering or was restarted, in one line; None when fine."""
+        ...
+
+    @property
+    def restarts(self) -> int:
+        """Driver-process restarts so far (0 for a source read in the caller's process)."""
+        ...
+
+    @property
+    def partial_readings(self) -> bool:
+        """True when ``snapshot_within`` can answer with part of a reading: the GPUs that did not
+        answer in time in state NOT_RESPONDING. False: it reads a whole snapshot or nothing."""
+        ...
+
+    def wait_ready(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for the driver to open; False while it is still opening."""
+        ...
+
+    def snapshot(self) -> Snapshot:
+        """A whole reading, however long it takes."""
+        ...
+
+    def snapshot_within(self, timeout_s: float) -> Snapshot:
+        """A reading within ``timeout_s`` where ``partial_readings`` (else a whole ``snapshot()``);
+        raises DriverTimeout when nothing came in time."""
+        ...
 
     def pid_memory(self, pids: Iterable[int]) -> PidMemory:
         """The GPU memory ``pids`` use on each GPU: the process lists only, no full snapshot."""
         ...
 
-    def close(self) -> None: ...
+    def request_probes(self, probes: Iterable[Probe], explain: Iterable[str] = ()) -> None:
+        """Read these extra fields (``gputop query``) into each GpuSample from the next reading
+        on; for each attribute in ``explain`` that is None, record why."""
+        ...
+
+    def close(self) -> None:
+        """Release the driver (or stop its process)."""
+        ...
 
 
-def open_source(
-    *,
-    demo: str | None = None,
-    scenario: str | None = None,
-    fallback_to_demo: bool = False,
-    environ: dict[str, str] | None = None,
-    isolated: bool = False,
-    guard_terminal: bool = False,
-    counters: bool = False,
-) -> Source:
-    """Open the real driver, or the simulated one when asked (or absent, with ``fallback_to_demo``).
+class SourceBase(abc.ABC):
+    """A Source read in the caller's process: write ``snapshot()``, set ``simulated``/``dev_dir``.
 
-    ``demo`` is a shipped scenario name; ``scenario`` a path to a scenario file. The fallback is
-    only for a machine without the NVIDIA library: a driver that is there but fails (version
-    mismatch, module not loaded, no permission) raises like any other.
-    With ``isolated`` the driver (real or simulated) runs in a process of its own
-    (gputop.engine.isolated) unless GPUTOP_IN_PROCESS=1; ``guard_terminal`` has that process
-    mend the terminal if gputop dies (the dashboard). ``counters``: fill Snapshot.counters (the
-    exporter's energy, Xid, NVLink... readings), which costs every tick; off, it stays empty.
-    Raises DriverError with a one-line message when the driver cannot be used.
+    The rest is what such a source is: no driver process to wait for, restart or describe, no
+    part of a reading (callers that need a deadline read it through
+    gputop.engine.deadline.Readings, which runs it on a thread), the light read worked out from a
+    whole snapshot, and no extra query fields (they stay N/A).
     """
-    env = os.environ if environ is None else environ
-    if demo is None and scenario is None and env.get(DEMO_ENV):
-        value = env[DEMO_ENV]
-        demo = "demo" if value in ("1", "true", "yes") else value
-    if isolated and env.get(IN_PROCESS_ENV) != "1":
-        from gputop.engine.isolated import DriverConfig, IsolatedSource
 
-        config = DriverConfig(
-            demo=demo, scenario=scenario, fallback_to_demo=fallback_to_demo, counters=counters
-        )
-        return IsolatedSource(config, guard_terminal=guard_terminal)
-    from gputop import sim  # local: keep `import gputop.engine.source` free of pynvml
-    from gputop.engine import nvml
+    simulated: bool
+    dev_dir: str
+    driver_note: str | None = None
+    restarts: int = 0
+    partial_readings: bool = False
 
-    if demo is not None or scenario is not None:
-        sim.install(sim.load_scenario(scenario or demo or "demo"), actors=True)
-        return nvml.NvmlSource(environ=env, simulated=True, counters=counters)
-    try:
-        return nvml.NvmlSource(environ=env, counters=counters)
-    except DriverMissing:
-        if not fallback_to_demo:
-            raise
-    sim.install(sim.load_scenario("demo"), actors=True)
-    return nvml.NvmlSource(environ=env, simulated=True, counters=counters)
+    @abc.abstractmethod
+    def snapshot(self) -> Snapshot:
+        """A whole reading of the box."""
 
+    def wait_ready(self, timeout_s: float) -> bool:
+        """Opened when it was made (or it raised then): always ready."""
+        return True
 
-def add_source_arguments(parser: argparse.ArgumentParser) -> None:
-    """The --demo/--scenario options every command shares, before or after its name.
+    def snapshot_within(self, timeout_s: float) -> Snapshot:
+        """A whole ``snapshot()``: an in-process read cannot be given up half-way."""
+        return self.snapshot()
 
-    The main parser and each subcommand's parser get them. No default is stored
-    (``argparse.SUPPRESS``): a subcommand's parser copies every attribute it has over the main
-    parser's, so a stored None would erase ``gputop --scenario F doctor``'s F. Read them with
-    ``getattr(args, "demo", None)``, as :func:`source_from_args` does.
-    """
-    group = parser.add_argument_group("data source")
-    group.add_argument(
-        "--demo",
-        nargs="?",
-        const="demo",
-        default=argparse.SUPPRESS,
-        metavar="NAME",
-        help="simulated driver, shipped scenario NAME (default demo; also dgx, faults, flaky, mig)",
-    )
-    group.add_argument(
-        "--scenario",
-        metavar="FILE",
-        default=argparse.SUPPRESS,
-        help="use the simulated driver with a scenario file",
-    )
+    def pid_memory(self, pids: Iterable[int]) -> PidMemory:
+        """Worked out from a whole snapshot (a source with a lighter read overrides this)."""
+        return pid_memory_of(self.snapshot(), pids)
 
+    def request_probes(self, probes: Iterable[Probe], explain: Iterable[str] = ()) -> None:
+        """No extra fields: a query's extra columns stay N/A."""
+        return None  # a deliberate no-op: an in-process source reads no extra fields
 
-def source_from_args(
-    args: argparse.Namespace,
-    *,
-    fallback_to_demo: bool = False,
-    guard_terminal: bool = False,
-    counters: bool = False,
-) -> Source:
-    """Open the source the parsed --demo/--scenario options ask for, in a driver process.
-
-    ``counters``: only for what shows Snapshot.counters (the exporter, --json).
-    """
-    return open_source(
-        demo=getattr(args, "demo", None),
-        scenario=getattr(args, "scenario", None),
-        fallback_to_demo=fallback_to_demo,
-        isolated=True,
-        guard_terminal=guard_terminal,
-        counters=counters,
-    )
+    def close(self) -> None:
+        """Nothing to release."""
+        return None  # a deliberate no-op: subclasses that hold the driver release it

@@ -1,8 +1,8 @@
-"""Messages between gputop and its driver process: length-prefixed pickles on a pipe.
+"""The pipe between gputop and its driver process: length-prefixed pickles of messages.
 
 Both ends are gputop's own code from the same installation, started by the same user, so pickle
-carries the engine's dataclasses as they are (no schema to keep in step). A message is a tuple
-whose first item names it; see gputop.engine.child for the conversation.
+carries the engine's dataclasses as they are (no schema to keep in step). What may be sent is
+one of gputop.engine.messages' dataclasses; anything else read is a WireError.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import struct
 import threading
 from collections.abc import Callable
 from typing import Any
+
+from gputop.engine.messages import Message
 
 _LENGTH = struct.Struct("!I")
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # a snapshot is tens of KiB; more means a broken stream
@@ -73,7 +75,7 @@ class _Pickler(pickle.Pickler):
         return rebuild, (cls, getter(obj))
 
 
-def dumps(message: tuple[Any, ...]) -> bytes:
+def dumps(message: Message) -> bytes:
     """One message's bytes (slotted dataclasses in the compact form :func:`rebuild` reads)."""
     buffer = io.BytesIO()
     _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(message)
@@ -91,7 +93,7 @@ class Sender:
         self.fd = fd
         self._lock = threading.Lock()
 
-    def send(self, message: tuple[Any, ...]) -> None:
+    def send(self, message: Message) -> None:
         """Write one message; raises OSError (BrokenPipeError) when the reader is gone."""
         body = dumps(message)
         data = memoryview(_LENGTH.pack(len(body)) + body)
@@ -101,7 +103,7 @@ class Sender:
                 data = data[written:]
 
 
-def receive(fd: int) -> tuple[Any, ...] | None:
+def receive(fd: int) -> Message | None:
     """Read one message from ``fd``; None at end of file (the writer has gone)."""
     head = _read_exactly(fd, _LENGTH.size)
     if head is None:
@@ -116,8 +118,8 @@ def receive(fd: int) -> tuple[Any, ...] | None:
         message = pickle.loads(body)
     except Exception as exc:  # noqa: BLE001 - a truncated or foreign stream: no message
         raise WireError(f"unreadable message: {type(exc).__name__}") from None
-    if not isinstance(message, tuple) or not message:
-        raise WireError("not a message")
+    if not isinstance(message, Message):
+        raise WireError(f"not a message: {type(message).__name__}")
     return message
 
 

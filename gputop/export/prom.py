@@ -35,10 +35,20 @@ TEXTFILE_MODE = 0o644
 
 
 class SnapshotHolder(Protocol):
-    """What the collector reads: the Sampler, or anything with its ``latest``."""
+    """What the collector reads: the Sampler, or the exporter's feed."""
 
     @property
     def latest(self) -> Snapshot | None: ...
+
+    @property
+    def errors(self) -> int:
+        """Readings that failed so far."""
+        ...
+
+    @property
+    def restarts(self) -> int:
+        """Driver-process restarts so far."""
+        ...
 
 
 def to_prometheus(family: Family) -> Metric:
@@ -89,10 +99,10 @@ class SnapshotCollector:
         """The plain-data families one scrape would render."""
         holder = self.holder
         snapshot = holder.latest if holder is not None else None
-        errors = int(getattr(holder, "errors", 0) or 0)
+        errors = holder.errors if holder is not None else 0
         seen = max(
             snapshot.sampler_restarts if snapshot is not None else 0,
-            int(getattr(holder, "restarts", 0) or 0),
+            holder.restarts if holder is not None else 0,
         )
         with self._lock:  # scrapes run on several threads at once
             self._restarts = restarts = max(self._restarts, seen)

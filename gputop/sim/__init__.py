@@ -1,13 +1,13 @@
 """The simulated NVIDIA driver: scenario files served at pynvml's library boundary.
 
 ``install(scenario)`` puts a SimLibrary where pynvml keeps its loaded libnvidia-ml, so the real
-pynvml module and all of gputop run unchanged on simulated GPUs.
+pynvml module and all of gputop run unchanged on simulated GPUs. The simulator knows nothing of
+gputop's driver layer: gputop.sources opens a source on it (``open_simulated``).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import pynvml
 
@@ -16,9 +16,6 @@ from gputop.sim.clock import Clock, ElapsedClock, ManualClock
 from gputop.sim.devices import device_names
 from gputop.sim.library import SimLibrary
 from gputop.sim.scenario import SHIPPED, Scenario, load_scenario
-
-if TYPE_CHECKING:
-    from gputop.engine.nvml import NvmlSource
 
 __all__ = [
     "SHIPPED",
@@ -30,7 +27,6 @@ __all__ = [
     "active",
     "install",
     "load_scenario",
-    "open_source",
     "uninstall",
 ]
 
@@ -70,16 +66,6 @@ def _with_actor_pids(scenario: Scenario, pids: dict[str, int]) -> Scenario:
         for gpu in scenario.gpus
     )
     return replace(scenario, gpus=gpus)
-
-
-def open_source(
-    scenario: Scenario | str, clock: Clock | None = None, *, actors: bool = False
-) -> NvmlSource:
-    """Install ``scenario`` and open the driver layer on it: a Source of simulated snapshots."""
-    from gputop.engine.nvml import NvmlSource  # local: the driver layer imports nothing of the sim
-
-    install(scenario, clock, actors=actors)
-    return NvmlSource(simulated=True, environ={})
 
 
 def uninstall() -> None:

@@ -7,7 +7,7 @@ A call with no ``_mig_`` answer is NOT_SUPPORTED on a MIG device handle, as most
 
 What a real driver does in MIG mode, and this one too: the GPU answers no utilisation
 (nvmlDeviceGetUtilizationRates, the encoder's and decoder's, per process: NOT_SUPPORTED, see
-library.py); its process lists carry each context's GPU and compute instance ids; a MIG device
+device_calls.py); its process lists carry each context's GPU and compute instance ids; a MIG device
 has its GPU instance's memory, and lists only its own processes.
 """
 

@@ -73,7 +73,7 @@ def run_dashboard(args: argparse.Namespace, *, signals: ExitSignals | None = Non
     live as long as gputop: collecting them while they are made is wasted work), and the one
     collection before the heap is frozen runs while the driver may still be opening.
     """
-    from gputop.engine.source import source_from_args
+    from gputop.sources import source_from_args
 
     collecting = gc.isenabled()
     gc.disable()  # until _settle_heap has collected once and frozen what is left

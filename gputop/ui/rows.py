@@ -226,7 +226,7 @@ def order_holds(olds: Sequence[ProcessRow], news: Sequence[ProcessRow], view: Ta
     """Whether :func:`ordered` would keep its order when each row of ``olds`` becomes the one
     of ``news`` in its place (the same process a tick later): every one keeps its sort value,
     stuck group and filter verdict. Never under the runtime sort or in the tree, which move
-    anyway. Compared in C where it can be: a few hundred rows a tick (issue 17)."""
+    anyway. Compared in C where it can be: a few hundred rows a tick (gputop.engine.changes)."""
     if view.tree or view.sort is Column.TIME:
         return False
     value = _SORT_GETTERS.get(view.sort)

@@ -35,11 +35,11 @@ def run_cli(
     """run_cli(source, "query", "--query-gpu=index"): gputop.cli.main on that source.
 
     Every command gets ``source``: query and dmon look source_from_args up in their modules,
-    --once, --json and doctor import it from gputop.engine.source when they run.
+    --once, --json and doctor import it from gputop.sources when they run.
     """
     import gputop.commands.dmon
     import gputop.commands.query
-    import gputop.engine.source
+    import gputop.sources
 
     monkeypatch.setattr(gputop.commands.query, "process_name", FAKE_NAMES.get)
 
@@ -51,7 +51,7 @@ def run_cli(
 
         monkeypatch.setattr(gputop.commands.query, "source_from_args", opened)
         monkeypatch.setattr(gputop.commands.dmon, "source_from_args", opened)
-        monkeypatch.setattr(gputop.engine.source, "source_from_args", opened)
+        monkeypatch.setattr(gputop.sources, "source_from_args", opened)
         rc = main(list(argv))
         captured = capsys.readouterr()
         return Result(rc, captured.out, captured.err)

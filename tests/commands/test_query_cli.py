@@ -14,6 +14,7 @@ import pytest
 from gputop.commands import query
 from gputop.commands.query_fields import ALL_GPU_FIELDS
 from gputop.engine.model import Snapshot
+from gputop.engine.source import SourceBase
 from gputop.errors import UsageError
 from tests.commands.conftest import Result
 from tests.conftest import FixedTimeSource
@@ -148,7 +149,7 @@ def test_count_without_loop_takes_that_many_samples(
     assert result.out.splitlines() == ["index", "0", "0"]
 
 
-class InterruptAfter:
+class InterruptAfter(SourceBase):
     """A Source that raises KeyboardInterrupt (Ctrl-C) on call number ``n``."""
 
     def __init__(self, inner: FixedTimeSource, n: int) -> None:

@@ -36,6 +36,7 @@ from gputop.engine.deadline import (
     timeout_message,
 )
 from gputop.engine.model import GpuSample, GpuState, Snapshot, SystemInfo
+from gputop.engine.source import SourceBase
 from gputop.errors import DriverTimeout
 from tests.commands.conftest import Result
 from tests.conftest import FixedTimeSource
@@ -65,13 +66,15 @@ def silent(gpu: GpuSample, waited: float) -> GpuSample:
     )
 
 
-class HungSource:
+class HungSource(SourceBase):
     """A source whose GPU ``hung`` never answers: snapshot_within gives the other GPUs of a real
     simulated reading and that one NOT_RESPONDING, as gputop.engine.isolated does.
 
     ``same_reading``: every call answers with the same driver reading (seq), as a driver process
     stuck in one call does. ``hang_after``: the first that many readings are whole.
     """
+
+    partial_readings = True  # as the driver process's source
 
     def __init__(
         self,
@@ -119,9 +122,10 @@ class HungSource:
         self.inner.request_probes(probes, explain)
 
 
-class NothingSource:
+class NothingSource(SourceBase):
     """A source whose driver hung before it listed its GPUs: nothing at all to show."""
 
+    partial_readings = True  # as the driver process's source, which has no GPUs to answer with
     simulated = True
     dev_dir = os.devnull  # no box: no device files to read
 
@@ -364,7 +368,7 @@ def test_a_blocked_one_shot_returns_within_its_timeout(
     assert any(t.name == "gputop-deadline" and t.is_alive() for t in threading.enumerate())
 
 
-class BlockAfterFirst:
+class BlockAfterFirst(SourceBase):
     """The in-process driver, whose CALL starts blocking after the first reading."""
 
     def __init__(self, source: Any, lib: Any, gate: threading.Event) -> None:
@@ -410,7 +414,7 @@ def test_a_late_reading_is_not_handed_out_after_its_row() -> None:
     gate = threading.Event()
     taken: list[int] = []
 
-    class Slow:
+    class Slow(SourceBase):
         simulated, dev_dir = True, os.devnull
 
         def snapshot(self) -> Snapshot:

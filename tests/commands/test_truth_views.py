@@ -101,7 +101,7 @@ def test_doctor_attributes_once_and_reports_the_unowned_memory(
 def test_exporter_counts_once_and_marks_the_lost_gpu(
     scenario: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from gputop.engine.source import open_source
+    from gputop.sources import open_source
 
     source = open_source(scenario=scenario)
     try:

@@ -15,7 +15,7 @@ import pytest
 from gputop import sim
 from gputop.engine import wire
 from gputop.engine.model import GpuCounters, GpuState, Snapshot
-from gputop.engine.nvml import _CounterReader
+from gputop.engine.nvml.counters import CounterReader
 
 H100: dict[str, Any] = {
     "name": "NVIDIA H100 80GB HBM3",
@@ -128,11 +128,11 @@ def test_a_lost_gpu_has_no_counters(sim_source: Any, sim_clock: sim.ManualClock)
 
 def test_remapped_rows_are_read_every_so_many_ticks(sim_source: Any) -> None:
     source, lib = sim_source({"gpu": [H100]})
-    for _ in range(_CounterReader.REMAP_EVERY + 1):
+    for _ in range(CounterReader.REMAP_EVERY + 1):
         snap = source.snapshot()
     assert lib.calls["nvmlDeviceGetRemappedRows"] == 2  # the first tick and the 31st
     assert counters(snap).remapped_rows_correctable == 3  # kept in between
-    assert lib.calls["nvmlDeviceGetTotalEnergyConsumption"] == _CounterReader.REMAP_EVERY + 1
+    assert lib.calls["nvmlDeviceGetTotalEnergyConsumption"] == CounterReader.REMAP_EVERY + 1
 
 
 def test_shipped_dgx_box(sim_source: Any, sim_clock: sim.ManualClock) -> None:

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from gputop import sim
-from gputop.engine.source import Source, open_source
+from gputop.engine.source import Source
+from gputop.sources import open_source
 
 BOX = """
 name = "counters"

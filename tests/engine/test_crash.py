@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 
 import pynvml
 
 from gputop import sim
-from gputop.engine.child import current_call, current_gpu
 from gputop.engine.crash import crashed_call, describe_exit
+from gputop.engine.in_flight import in_flight
 from gputop.engine.nvml import NvmlSource
 
 DUMP = """\
@@ -54,7 +53,7 @@ def test_a_crash_elsewhere_and_other_ends() -> None:
     assert "\x1b" not in said  # a control character never reaches the header
 
 
-def test_the_call_a_thread_hangs_in_is_named_from_its_stack() -> None:
+def test_the_call_a_thread_hangs_in_is_named_by_the_driver_layer() -> None:
     lib = sim.install(sim.load_scenario("dgx"))
     try:
         source = NvmlSource(simulated=True, environ={})
@@ -65,14 +64,14 @@ def test_the_call_a_thread_hangs_in_is_named_from_its_stack() -> None:
         end = time.monotonic() + 5
         call = gpu = None
         while time.monotonic() < end and call is None:
-            frame = sys._current_frames().get(reader.ident or 0)
-            call, gpu = current_call(frame), current_gpu(frame)
+            call, gpu = in_flight().get(reader.ident or 0, (None, None))
             time.sleep(0.01)
         gate.set()
         reader.join(5)
         assert call == "nvmlDeviceGetTemperature"
         assert gpu == 0
-        assert current_call(sys._getframe()) is None  # this thread is in no NVML call
+        assert threading.get_ident() not in in_flight()  # this thread is in no NVML call
+        assert reader.ident not in in_flight()  # nor is the reader, once out of the driver
         source.close()
     finally:
         sim.uninstall()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.engine.child import _save_report
+from gputop.engine.terminal_guard import save_report as _save_report
 from tests.planted import VICTIM_TEXT, as_user, nobody, their_folder, unchanged, victim_file
 
 

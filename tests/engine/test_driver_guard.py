@@ -14,7 +14,7 @@ from pathlib import Path
 
 import psutil
 
-from gputop.engine.child import TERMINAL_RESET
+from gputop.engine.terminal_guard import TERMINAL_RESET
 from tests.processes import gone_within
 from tests.pty_terminal import Terminal, clean_env, on_terminal
 

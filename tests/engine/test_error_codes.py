@@ -82,7 +82,7 @@ def _read(scenario: Scenario) -> tuple[Snapshot, list[str]]:
     """One snapshot of ``scenario`` from a fresh source, and the per-GPU calls it made."""
     lib = sim.install(scenario, sim.ManualClock(0.0))
     try:
-        source = NvmlSource(simulated=True, environ={})
+        source = NvmlSource(simulated=True, environ={}, dev_dir=lib.dev_dir)
         try:
             snapshot = source.snapshot()
         finally:

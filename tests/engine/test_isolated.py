@@ -25,8 +25,8 @@ from gputop.engine.isolated import DriverConfig, DriverCrashed, IsolatedSource
 from gputop.engine.model import GpuState, Snapshot
 from gputop.engine.ourselves import is_ourselves
 from gputop.engine.sampler import Sampler
-from gputop.engine.source import open_source
 from gputop.errors import DriverTimeout, UsageError
+from gputop.sources import open_source
 from tests.processes import gone, gone_within
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,7 +99,7 @@ def test_snapshots_come_from_another_process_that_holds_the_driver(
 def test_gputop_itself_never_loads_the_driver_module() -> None:
     code = (
         "import sys\n"
-        "from gputop.engine.source import open_source\n"
+        "from gputop.sources import open_source\n"
         "s = open_source(demo='dgx', isolated=True)\n"
         "snap = s.snapshot()\n"
         "s.close()\n"
@@ -284,7 +284,7 @@ def test_the_demo_processes_end_with_the_driver_process(
 def test_when_gputop_is_killed_its_driver_process_and_demo_go_too(tmp_path: Path) -> None:
     code = (
         "import sys, time\n"
-        "from gputop.engine.source import open_source\n"
+        "from gputop.sources import open_source\n"
         "s = open_source(demo='demo', isolated=True)\n"
         "snap = s.snapshot()\n"
         "pids = sorted({p.pid for g in snap.gpus for p in g.processes})\n"

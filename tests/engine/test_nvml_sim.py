@@ -12,7 +12,9 @@ import pytest
 
 from gputop import sim
 from gputop.engine.model import GpuSample, GpuState, ProcessType
-from gputop.engine.nvml import NvmlSource, _ListBuffers, _ProcessInfoV2, _text
+from gputop.engine.nvml import NvmlSource
+from gputop.engine.nvml.calls import text
+from gputop.engine.nvml.pynvml_private import ListBuffers, ProcessInfoV2
 from gputop.errors import DriverError, UsageError
 from gputop.sim.scenario import DEFAULT_READINGS, Scenario, Wave, load_scenario
 
@@ -284,8 +286,8 @@ def test_long_process_lists_grow_the_buffer(sim_source: Any, api: str) -> None:
 def test_deterministic_under_seed_and_clock(sim_clock: Any) -> None:
     def read(t: float) -> tuple[Any, ...]:
         clock = sim.ManualClock(t)
-        sim.install("demo", clock)
-        source = NvmlSource(simulated=True, environ={})
+        lib = sim.install("demo", clock)
+        source = NvmlSource(simulated=True, environ={}, dev_dir=lib.dev_dir)
         try:
             snap = source.snapshot()
         finally:
@@ -311,7 +313,7 @@ def test_name_as_bytes_from_an_old_binding(
     monkeypatch.setattr(pynvml, "nvmlDeviceGetName", lambda h: original(h).encode())
     source, _ = sim_source("demo")
     assert source.snapshot().gpus[2].name == "NVIDIA L40S"
-    assert _text(b"abc") == "abc" and _text("abc") == "abc" and _text(None) is None
+    assert text(b"abc") == "abc" and text("abc") == "abc" and text(None) is None
 
 
 @pytest.mark.parametrize(
@@ -323,9 +325,9 @@ def test_name_as_bytes_from_an_old_binding(
     ],
 )
 def test_init_failures_are_one_line_driver_errors(init_error: str, words: str) -> None:
-    sim.install(Scenario.from_dict({"init_error": init_error, "gpu": [{}]}))
+    lib = sim.install(Scenario.from_dict({"init_error": init_error, "gpu": [{}]}))
     with pytest.raises(DriverError) as info:
-        NvmlSource(simulated=True)
+        NvmlSource(simulated=True, dev_dir=lib.dev_dir)
     assert words in str(info.value)
     assert "\n" not in str(info.value)
 
@@ -453,20 +455,20 @@ def _filling(total: int, *, says_size: bool) -> Any:
 
 @pytest.mark.parametrize("says_size", [True, False])
 def test_list_buffers_grow_until_the_list_fits(says_size: bool) -> None:
-    buffers = _ListBuffers()
-    got = buffers.call_list(_filling(200, says_size=says_size), None, _ProcessInfoV2)
-    entries = (_ProcessInfoV2 * 200).from_buffer_copy(got)
+    buffers = ListBuffers()
+    got = buffers.call_list(_filling(200, says_size=says_size), None, ProcessInfoV2)
+    entries = (ProcessInfoV2 * 200).from_buffer_copy(got)
     assert [p.pid for p in entries] == [1000 + i for i in range(200)]
 
 
 def test_list_buffers_stay_bounded_when_the_driver_always_wants_more() -> None:
-    buffers = _ListBuffers()
+    buffers = ListBuffers()
     endless = _filling(10**9, says_size=False)
     for _ in range(10):  # each call grows the array a few times, then gives up
         with pytest.raises(pynvml.NVMLError) as err:
-            buffers.call_list(endless, None, _ProcessInfoV2)
+            buffers.call_list(endless, None, ProcessInfoV2)
         assert err.value.value == pynvml.NVML_ERROR_INSUFFICIENT_SIZE
-    assert len(buffers._array(_ProcessInfoV2)) == _ListBuffers.MAX
+    assert len(buffers._array(ProcessInfoV2)) == ListBuffers.MAX
 
 
 def test_past_the_allowance_gpus_take_turns_for_process_utilization(

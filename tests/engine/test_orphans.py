@@ -14,7 +14,7 @@ import pytest
 from gputop.engine.enrich import enrich, is_orphaned, reparented
 from gputop.engine.holders import scan_holders
 from gputop.engine.model import ProcessRow, ProcInfo, ProcState
-from gputop.engine.procs import is_namespace_init, session
+from gputop.engine.proc_lookup import is_namespace_init, session
 from tests.engine.spawn import (
     DAEMON,
     JOB_OWN_GROUP,

@@ -10,6 +10,7 @@ import pytest
 
 from gputop import sim
 from gputop.engine.isolated import DriverConfig, IsolatedSource
+from gputop.engine.messages import Reading
 from gputop.engine.model import GpuProcess, GpuSample, ProcessType, Snapshot, SystemInfo
 from gputop.engine.process_delta import DeltaError, ListChange, ListDecoder, ListEncoder
 from gputop.engine.wire import Sender, dumps, receive
@@ -39,13 +40,13 @@ def _over_the_pipe(encoder: ListEncoder, decoder: ListDecoder, snap: Snapshot) -
     read_end, write_end = os.pipe()
     try:
         shell, lists = encoder.encode(snap)
-        Sender(write_end).send(("snap", 1, shell, lists))
+        Sender(write_end).send(Reading(1, shell, lists))
         message = receive(read_end)
     finally:
         os.close(read_end)
         os.close(write_end)
-    assert message is not None
-    return decoder.decode(message[2], message[3])
+    assert isinstance(message, Reading)
+    return decoder.decode(message.shell, message.lists)
 
 
 def test_lists_come_back_whole_through_adds_changes_and_leavers() -> None:

@@ -10,14 +10,14 @@ from dataclasses import replace
 import psutil
 import pytest
 
-from gputop.engine.procs import (
-    ProcReader,
+from gputop.engine.proc_lookup import (
     children,
     environment,
     gpu_environment,
     parent_chain,
     read_proc,
 )
+from gputop.engine.procs import ProcReader
 from gputop.engine.sanitize import clean
 from gputop.errors import GputopError
 from tests.engine.spawn import PY, ZOMBIE_PARENT, Spawner, status_of, wait_until

@@ -12,7 +12,7 @@ from typing import Any
 import psutil
 import pytest
 
-from gputop.engine import procs
+from gputop.engine import proc_files, procs
 from gputop.engine.model import ProcInfo
 from gputop.engine.procs import ProcReader, is_pending
 from tests.engine.spawn import Spawner, status_of, wait_until
@@ -41,14 +41,14 @@ def _paced_reader(
 def _count_stat_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """From now on, the PID of each /proc/PID/stat the reader reads, in order."""
     reads: list[int] = []
-    real_read = procs._read_file
+    real_read = proc_files.read_file
 
     def counting(path: str, *args: Any, **kwargs: Any) -> bytes | None:
         if path.endswith("/stat"):
             reads.append(int(path.split("/")[2]))
         return real_read(path, *args, **kwargs)
 
-    monkeypatch.setattr(procs, "_read_file", counting)
+    monkeypatch.setattr(proc_files, "read_file", counting)
     return reads
 
 
@@ -278,8 +278,10 @@ def test_idle_processes_past_the_calls_full_readings_keep_their_reading(
     clock.now += 10  # all three due
     full = reader.full_reads
     parsed: list[bytes] = []
-    real_parse = procs._parse_stat
-    monkeypatch.setattr(procs, "_parse_stat", lambda data: parsed.append(data) or real_parse(data))
+    real_parse = proc_files.parse_stat
+    monkeypatch.setattr(
+        proc_files, "parse_stat", lambda data: parsed.append(data) or real_parse(data)
+    )
     after = reader.read_many(pids)
     assert reader.full_reads == full + 1
     # The one read in full found everything as it was: its answer stands too, so its row does.
@@ -292,7 +294,7 @@ def test_a_periodic_full_reading_that_finds_a_change_gives_a_new_answer(
 ) -> None:
     pids, reader, clock, before = _three_read_twice(spawner, monkeypatch, refreshes_per_call=3)
     # The account was renamed: what a full reading reads (the user) changed, /proc/PID/stat not.
-    monkeypatch.setattr(procs, "_user_name", lambda uid: "renamed")
+    monkeypatch.setattr(proc_files, "_user_name", lambda uid: "renamed")
     clock.now += 10
     after = reader.read_many(pids)
     assert [after[pid].user for pid in pids] == ["renamed"] * 3

@@ -1,5 +1,6 @@
-"""Ticks in which no process came or went (issue 17): the sampler makes anew only the rows whose
-driver entries or reading changed, and what it gives is what a whole call gives. Real processes."""
+"""Ticks in which no process came or went (gputop.engine.changes): the sampler makes anew only
+the rows whose driver entries or reading changed, and what it gives is what a whole call gives.
+Real processes."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gputop.engine import procs
+from gputop.engine import proc_files, procs
 from gputop.engine.enrich import RowMemo, process_rows
 from gputop.engine.history import History
 from gputop.engine.holder_watch import HolderWatch
@@ -215,16 +216,16 @@ def test_the_reader_looks_only_at_the_pids_whose_turn_it_is(
     for _ in range(8):  # each read twice more: its first CPU % comes with its second reading
         reader.read_many(pids)
     reads: list[int] = []
-    real = procs._read_file
+    real = proc_files.read_file
 
     def counting(path: str, *args: object, **kwargs: object) -> bytes | None:
         if path.endswith("/stat"):
             reads.append(int(path.split("/")[2]))
         return real(path, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(procs, "_read_file", counting)
+    monkeypatch.setattr(proc_files, "read_file", counting)
     for _ in range(4):
-        reader.read_many(pids)  # the very list again
+        reader.read_many(list(pids))  # the same PIDs again (a copy: equal is enough)
         assert reader.changed == set()  # idle: the same answers
     assert sorted(reads) == sorted(pids)  # each once in four calls
     spawned[2].send_signal(signal.SIGKILL)
@@ -235,7 +236,7 @@ def test_the_reader_looks_only_at_the_pids_whose_turn_it_is(
         assert reader.changed is not None
         seen_gone |= pids[2] in reader.changed and not out[pids[2]].visible
     assert seen_gone and len(reader) == 3  # noticed on its turn, and forgotten
-    reader.read_many(list(pids))  # another list: a whole call again
+    reader.read_many(pids[::-1])  # other PIDs, or another order: a whole call again
     assert reader.changed is None
 
 

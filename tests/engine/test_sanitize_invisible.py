@@ -13,7 +13,7 @@ import unicodedata
 
 import pytest
 
-from gputop.engine.procs import environment, read_proc
+from gputop.engine.proc_lookup import environment, read_proc
 from gputop.engine.sanitize import clean, is_clean, json_safe
 
 # Unicode 15.1's Default_Ignorable_Code_Point (DerivedCoreProperties.txt), written out here

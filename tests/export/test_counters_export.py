@@ -44,6 +44,8 @@ A100: dict[str, Any] = {"name": "NVIDIA A100-SXM4-80GB", "compute_capability": [
 class Holder:
     def __init__(self, snapshot: Snapshot) -> None:
         self.latest = snapshot
+        self.errors = 0
+        self.restarts = 0
 
 
 def render(snapshot: Snapshot, host_label: str = "Hostname") -> str:

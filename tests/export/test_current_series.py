@@ -50,6 +50,8 @@ def with_extras(snap: Snapshot) -> Snapshot:
 def render(snap: Snapshot, **kwargs: object) -> str:
     class Holder:
         latest = snap
+        errors = 0
+        restarts = 0
 
     return generate_latest(make_registry(SnapshotCollector(Holder(), **kwargs))).decode()  # type: ignore[arg-type]
 

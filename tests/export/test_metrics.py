@@ -27,6 +27,8 @@ MiB = 1024 * 1024
 def render(snapshot: Snapshot | None) -> str:
     class Holder:
         latest = snapshot
+        errors = 0
+        restarts = 0
 
     return generate_latest(make_registry(SnapshotCollector(Holder()))).decode()
 

@@ -104,6 +104,8 @@ def test_a_gpu_instance_with_several_compute_instances_is_one_series(box: Box) -
 class _Holder:
     def __init__(self, snapshot: Snapshot) -> None:
         self.latest = snapshot
+        self.errors = 0
+        self.restarts = 0
 
 
 def test_the_scrape_carries_the_mig_labels(box: Box) -> None:

@@ -22,6 +22,8 @@ class Flipping:
 
     def __init__(self) -> None:
         self.latest: Snapshot = SMALL
+        self.errors = 0
+        self.restarts = 0
 
 
 def _check_complete(text: str) -> int:

@@ -13,6 +13,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from gputop import notebook, sim
 from gputop.engine.model import Snapshot
+from gputop.engine.source import SourceBase
 from tests.notebook.conftest import Notebook, memory_scenario
 from tests.test_api import OffsetClock, loaded_modules
 
@@ -182,7 +183,7 @@ def test_reclaim_without_torch(nb: Notebook) -> None:
     assert "GPU (NVML) 1300 MiB -> 1300 MiB (+0 MiB)" in line
 
 
-class NoDriver:
+class NoDriver(SourceBase):
     """A source without a GPU: every read fails, as NVML does on a machine without one."""
 
     simulated = True

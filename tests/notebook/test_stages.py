@@ -11,6 +11,7 @@ import pytest
 
 import gputop
 from gputop import sim
+from gputop.engine.source import SourceBase
 from tests.notebook.conftest import FakeCuda, memory_scenario
 
 MiB = 1024**2
@@ -97,7 +98,7 @@ def test_stages_without_a_gpu(no_torch: None) -> None:
     assert row[4].startswith("+") and int(row[4].split()[0]) >= 60
 
 
-class CostlySource:
+class CostlySource(SourceBase):
     """Each read burns ``cost_s`` of CPU in this thread (as a slow driver or many GPUs would)."""
 
     def __init__(self, inner: Any, cost_s: float) -> None:

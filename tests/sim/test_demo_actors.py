@@ -73,10 +73,10 @@ def test_demo_end_to_end_classification(demo: tuple[sim.SimLibrary, Cast]) -> No
     from gputop.engine.model import ProcState
     from gputop.engine.nvml import NvmlSource
 
-    _, cast = demo
-    source = NvmlSource(simulated=True, environ={})
+    lib, cast = demo
+    assert lib.dev_dir == cast.dev_dir  # the actors hold the box's own device files
+    source = NvmlSource(simulated=True, environ={}, dev_dir=lib.dev_dir)
     try:
-        assert source.dev_dir == cast.dev_dir
         snap = enrich(source.snapshot(), holders=scan_holders(source.dev_dir))
     finally:
         source.close()
@@ -99,8 +99,8 @@ def test_a_dead_actor_frees_its_context_and_memory(demo: tuple[sim.SimLibrary, C
 
     from gputop.engine.nvml import NvmlSource
 
-    _, cast = demo
-    source = NvmlSource(simulated=True, environ={})
+    lib, cast = demo
+    source = NvmlSource(simulated=True, environ={}, dev_dir=lib.dev_dir)
     try:
         before = source.snapshot()
         for name in ("dataloader", "rank0"):

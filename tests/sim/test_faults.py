@@ -28,9 +28,9 @@ def test_a_hang_lasts_until_the_scenario_says_the_driver_is_back() -> None:
     scenario = _box(
         {"call": "nvmlDeviceGetPowerUsage", "kind": "hang", "gpu": 1, "after_s": 5, "until_s": 9}
     )
-    sim.install(scenario, clock)
+    lib = sim.install(scenario, clock)
     try:
-        source = NvmlSource(simulated=True, environ={})
+        source = NvmlSource(simulated=True, environ={}, dev_dir=lib.dev_dir)
         assert source.snapshot().gpus[1].power_draw_mw is not None  # before the window: fine
         clock.set(5.0)
         done = threading.Event()
@@ -45,9 +45,9 @@ def test_a_hang_lasts_until_the_scenario_says_the_driver_is_back() -> None:
 
 def test_a_fault_on_one_gpu_leaves_the_others_alone() -> None:
     clock = sim.ManualClock(1.0)
-    sim.install(_box({"call": "nvmlDeviceGetPowerUsage", "kind": "hang", "gpu": 1}), clock)
+    lib = sim.install(_box({"call": "nvmlDeviceGetPowerUsage", "kind": "hang", "gpu": 1}), clock)
     try:
-        source = NvmlSource(simulated=True, environ={})
+        source = NvmlSource(simulated=True, environ={}, dev_dir=lib.dev_dir)
         progress: list[object] = []
         threading.Thread(target=source.snapshot, args=(progress,), daemon=True).start()
         time.sleep(0.3)
@@ -64,8 +64,8 @@ def test_a_crash_fault_kills_the_process_with_sigsegv() -> None:
         "from gputop.sim.scenario import Scenario\n"
         "s = Scenario.from_dict({'gpu': [{'name': 'T4'}], 'fault': [\n"
         "    {'call': 'nvmlDeviceGetTemperature', 'kind': 'crash'}]})\n"
-        "sim.install(s)\n"
-        "NvmlSource(simulated=True, environ={}).snapshot()\n"
+        "lib = sim.install(s)\n"
+        "NvmlSource(simulated=True, environ={}, dev_dir=lib.dev_dir).snapshot()\n"
         "print('survived')\n"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, timeout=60)

@@ -23,8 +23,8 @@ import pytest
 from textual.pilot import Pilot
 
 from gputop.engine.holders import scan_holders
-from gputop.engine.source import open_source
 from gputop.sim import devices
+from gputop.sources import open_source
 from gputop.ui.app import make_app
 from tests.conftest import HostHolder
 from tests.processes import gone_within

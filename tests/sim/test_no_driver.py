@@ -6,6 +6,7 @@ import ctypes.util
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -104,8 +105,8 @@ def test_dashboard_shows_a_broken_driver_not_the_demo(
 
 
 def test_dashboard_falls_back_to_the_demo_only_without_the_library() -> None:
-    from gputop import sim
-    from gputop.engine import nvml, source
+    from gputop import sim, sources
+    from gputop.engine import nvml
     from gputop.errors import DriverError, DriverMissing
 
     def opener(error: DriverError) -> object:
@@ -117,10 +118,11 @@ def test_dashboard_falls_back_to_the_demo_only_without_the_library() -> None:
         return fail
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(sim, "install", lambda *a, **k: None)
+        box = types.SimpleNamespace(dev_dir="/nonexistent-sim-dev")  # the sim is not started
+        mp.setattr(sim, "install", lambda *a, **k: box)
         mp.setattr(sim, "load_scenario", lambda name: name)
         mp.setattr(nvml, "NvmlSource", opener(DriverMissing("no library")))
-        assert source.open_source(fallback_to_demo=True, environ={}) == "demo"
+        assert sources.open_source(fallback_to_demo=True, environ={}) == "demo"
         mp.setattr(nvml, "NvmlSource", opener(DriverError("version mismatch")))
         with pytest.raises(DriverError, match="version mismatch"):
-            source.open_source(fallback_to_demo=True, environ={})
+            sources.open_source(fallback_to_demo=True, environ={})

@@ -2,7 +2,7 @@
 
 The screenshots are of the real demo: its actors are real processes, so the users, PIDs and
 commands are what `gputop --demo` shows on the machine that takes them. The SVG snapshot tests
-need pictures that never change: they draw gputop.sim.frames (a shipped scenario on a
+need pictures that never change: they draw gputop.demo_frames (a shipped scenario on a
 hand-moved clock) with :func:`feed`.
 """
 
@@ -12,8 +12,8 @@ import asyncio
 import sys
 from pathlib import Path
 
+from gputop.demo_frames import demo_frames
 from gputop.engine.model import ProcessRow, Snapshot
-from gputop.sim.frames import demo_frames
 
 SIZES = ((200, 60), (80, 24))
 
@@ -60,7 +60,7 @@ async def _shoot_live(out_dir: Path, size: tuple[int, int]) -> list[Path]:
     """The real demo, sampled live: main screen, the kill dialog on a stuck process it would
     signal (not a zombie: the dialog refuses those and offers the parent), the GPU detail."""
     from gputop.engine.model import ProcState
-    from gputop.engine.source import open_source
+    from gputop.sources import open_source
     from gputop.ui.app import make_app
     from gputop.ui.screens.confirm_kill import ConfirmKill
     from gputop.ui.widgets.process_table import ProcessTable

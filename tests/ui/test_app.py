@@ -11,6 +11,7 @@ from typing import Any
 from textual import events
 from textual.pilot import Pilot
 
+from gputop.engine.changes import RowTracker
 from gputop.engine.history import History
 from gputop.engine.model import ProcState, Snapshot, SystemInfo
 from gputop.engine.source import Source
@@ -218,9 +219,11 @@ def test_rows_update_in_place_repainting_only_changed_lines() -> None:
 
 
 def test_a_tick_whose_rows_keep_their_places_is_not_sorted_again() -> None:
-    # Issue 17: at thousands of processes most ticks only change numbers that do not move a row
-    # (SM %, CPU %): the order stands without a sort; anything that moves one sorts.
+    # At thousands of processes most ticks only change numbers that do not move a row (SM %,
+    # CPU %): the order stands without a sort; anything that moves one sorts. The engine says
+    # which rows changed (Snapshot.changes, gputop.engine.changes), as the sampler does.
     sorts: list[int] = []
+    tracker = RowTracker()
     real = R.ordered
 
     def counting(*args: Any, **kwargs: Any) -> Any:
@@ -235,7 +238,8 @@ def test_a_tick_whose_rows_keep_their_places_is_not_sorted_again() -> None:
             nonlocal seq
             seq += 1
             sorts.clear()
-            app.post_message(SnapshotReady(snapshot(tuple(rows), seq=seq)))
+            changes = tracker.track(tuple(rows))
+            app.post_message(SnapshotReady(snapshot(tuple(rows), seq=seq, changes=changes)))
             await pilot.pause()
 
         a, b, c, d = SAMPLE_ROWS
@@ -266,7 +270,7 @@ def test_a_tick_whose_rows_keep_their_places_is_not_sorted_again() -> None:
     original = gputop.ui.rows.ordered
     gputop.ui.rows.ordered = counting  # type: ignore[assignment]
     try:
-        run(body)
+        run(body, first=snapshot(SAMPLE_ROWS, changes=tracker.track(SAMPLE_ROWS)))
     finally:
         gputop.ui.rows.ordered = original  # type: ignore[assignment]
 

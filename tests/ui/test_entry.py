@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-import gputop.engine.source
+import gputop.sources
 from gputop.errors import UsageError
 from gputop.ui import run_dashboard
 from gputop.ui.app import GputopApp
@@ -32,7 +32,7 @@ def args(**overrides: Any) -> argparse.Namespace:
 @pytest.fixture
 def fake_source(monkeypatch: pytest.MonkeyPatch) -> FakeSource:
     source = FakeSource()
-    monkeypatch.setattr(gputop.engine.source, "source_from_args", lambda a, **options: source)
+    monkeypatch.setattr(gputop.sources, "source_from_args", lambda a, **options: source)
     return source
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-import gputop.engine.source
+import gputop.sources
 import gputop.ui.app
 from gputop.engine.model import Snapshot
 from gputop.ui import EarlySampler, run_dashboard
@@ -71,7 +71,7 @@ def test_the_first_snapshot_is_read_before_the_app_is_built(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     source = FakeSource()
-    monkeypatch.setattr(gputop.engine.source, "source_from_args", lambda a, **kw: source)
+    monkeypatch.setattr(gputop.sources, "source_from_args", lambda a, **kw: source)
     read_first: list[bool] = []
     make_app = gputop.ui.app.make_app
 

@@ -40,9 +40,9 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from gputop.engine.sanitize import clean
-from gputop.engine.source import open_source
 from gputop.fleet.client import PrometheusClient
 from gputop.fleet.model import FleetReader, read_processes
+from gputop.sources import open_source
 from gputop.ui.app import GputopApp, make_app
 from gputop.ui.fleet.app import FleetApp
 from gputop.ui.fleet.host import HostScreen

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 
-from gputop.engine import procs
+from gputop.engine import proc_lookup
 from gputop.engine.model import Container, ProcInfo
 from gputop.ui.app import GputopApp
 from gputop.ui.messages import SnapshotReady
@@ -34,9 +34,9 @@ def test_proc_reads_happen_off_the_ui_thread(monkeypatch: pytest.MonkeyPatch) ->
         return call
 
     child = ProcInfo(pid=4321, user="zed", cmdline=("python", "child.py"))
-    monkeypatch.setattr(procs, "parent_chain", spy("parent_chain", procs.parent_chain))
-    monkeypatch.setattr(procs, "children", spy("children", lambda pid: [child]))
-    monkeypatch.setattr(procs, "environment", spy("environment", procs.environment))
+    monkeypatch.setattr(proc_lookup, "parent_chain", spy("parent_chain", proc_lookup.parent_chain))
+    monkeypatch.setattr(proc_lookup, "children", spy("children", lambda pid: [child]))
+    monkeypatch.setattr(proc_lookup, "environment", spy("environment", proc_lookup.environment))
     monkeypatch.setattr(process_detail, "held_by", spy("held_by", process_detail.held_by))
     ui_threads: list[threading.Thread] = []
 
@@ -72,7 +72,7 @@ def test_one_read_at_a_time_then_one_more_for_the_newest_row(
         gate.wait(10)  # a /proc read blocked on a stuck process
         return []
 
-    monkeypatch.setattr(procs, "children", slow_children)
+    monkeypatch.setattr(proc_lookup, "children", slow_children)
 
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
         await pilot.press("down", "enter")  # 100, past the stuck holder 103
@@ -123,7 +123,7 @@ def test_children_with_a_wide_user_name_keep_their_commands_in_one_column(
         ProcInfo(pid=4321, user="用户", cmdline=("python", "a.py")),  # 2 characters, 4 cells
         ProcInfo(pid=4322, user="zed", cmdline=("python", "b.py")),
     ]
-    monkeypatch.setattr(procs, "children", lambda pid: kids)
+    monkeypatch.setattr(proc_lookup, "children", lambda pid: kids)
 
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
         await pilot.press("down", "enter")

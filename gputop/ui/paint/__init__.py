@@ -7,9 +7,7 @@ dashboard costs 0.70-0.80 % of one core.
 
 - ``framed_lines``: :class:`FramedLines` joins each changed content row into a border and padding
   cut once from Textual's own render, instead of sending every refreshed line through Textual's
-  styles pipeline (about 50 µs a line, ~80 lines a second: it was most of the dashboard's CPU). Its
-  quiet refresh hands a changed row straight to the screen, skipping two message rounds per
-  widget per tick (about 0.03 % of a core).
+  styles pipeline (about 50 µs a line, ~80 lines a second: it was most of the dashboard's CPU).
 - ``bare_strip``: rows without a Strip's seven caches (a third of its build cost). Textual's
   ``Strip.divide`` made every painted row a reference cycle (about 1,200 objects a second on
   ``dgx``, a young collection every few seconds); with bare strips the collector no longer runs
@@ -17,19 +15,30 @@ dashboard costs 0.70-0.80 % of one core.
 - ``line``: :class:`Line`, text pieces with styles, instead of a Rich Text per panel line, whose
   building, cutting and rendering had cost more than everything else the panels did.
 - ``driver``: :class:`CalmLinuxDriver`, whose input thread sleeps in ``select()`` instead of
-  waking ten times a second: 0.15 % of a core.
+  waking ten times a second.
 
 Re-measure with ``make bench`` (everything) or ``python -m bench ui`` (the dashboard's CPU and RSS
 in tmux, its first frame, the UI thread's time per snapshot). The VM's speed drifts by 10-15 %
 within an hour: compare several runs. With ``GPUTOP_PLAIN_TEXTUAL=1`` set the same commands measure
-Textual's own paths (the tmux run sees it only if no tmux server was running yet).
+Textual's own paths (bench ui passes it on to the dashboard it starts in tmux).
 
-Each path uses private Textual names, feature-detected at import (or looked up with a default)
-with Textual's public path as the fallback: ``textual._parser`` / ``textual._xterm_parser`` and the
-parser's ``_timeout_time``, the driver's ``_debug`` and ``_file`` (driver); ``Widget._set_dirty``,
-``Screen._dirty_widgets`` and ``Screen._compositor`` (framed_lines: ``refresh()``); the slots of
-``Strip`` (bare_strip: an ordinary ``Strip``). ``GPUTOP_PLAIN_TEXTUAL=1`` takes every fallback at
-once: Textual's input thread, its full render path and ``refresh()``, ordinary Strips.
+Two of these paths use private Textual names, all of them in gputop.ui.textual_private, each
+feature-tested at import with Textual's public path as the fallback. Each is kept because it pays
+at least 0.1 % of a core or 10 % of a tick (issue 36: ``bench ui``, dgx in a 200x60 tmux at 1 s,
+on a 2-core VM shared with other work, so noisy: medians of 3 interleaved runs each way, and
+threads' CPU over 30 s from /proc's schedstat, which the bench's 0.05 % steps cannot resolve):
+
+- bare strips (``Strip``'s slots): the headless tick 10.9 ms with, 12.8 ms without (15 %); the
+  UI thread 0.85 % of a core with, 0.95 % without.
+- the calm input thread (``textual._xterm_parser``, the parser's ``_timeout_time``): Textual's
+  own input thread costs 0.12 % of a core (ten wake-ups a second); the calm one, nothing.
+
+Deleted, because they paid less or not at all: the quiet refresh (``Widget._set_dirty``,
+``Screen._dirty_widgets``, ``Screen._compositor``: the UI thread 0.87 % of a core with it, 0.92 %
+without, the tick 10.9 ms with, 10.8 ms without), and the driver's ``_file``, ``_app``,
+``_debug``, ``_mouse``, ``_auto_restart`` and ``_writer_thread`` (no speed at stake: each has a
+public way, see ``driver``). ``GPUTOP_PLAIN_TEXTUAL=1`` takes every fallback at once: Textual's
+input thread, its full render path, ordinary Strips.
 """
 
 from __future__ import annotations

@@ -10,11 +10,9 @@ write() turns each character it cannot encode into an ASCII stand-in of the same
 draws box-drawing borders, scrollbars and block characters of its own, which would otherwise
 come out as ``\\u2500`` (stderr's backslashreplace) or not at all.
 
-Private Textual names, each with Textual's own input thread as the fallback: the parser
-(``textual._parser``, ``textual._xterm_parser``: imported if there), the parser's
-``_timeout_time`` (missing: poll every 0.1 s, as Textual does) and the driver's ``_debug`` and
-``_file`` (missing: no debug, stderr, as Textual's LinuxDriver). ``GPUTOP_PLAIN_TEXTUAL=1``
-(``gputop.ui.paint.PLAIN_TEXTUAL``) runs Textual's input thread.
+The calm thread needs Textual's private parser (gputop.ui.textual_private, feature-tested at
+import); without it, or with ``GPUTOP_PLAIN_TEXTUAL=1`` (``gputop.ui.paint.PLAIN_TEXTUAL``),
+Textual's own input thread runs.
 
 Stopping and continuing (SIGSTOP or SIGTSTP, then SIGCONT, any number of times) is handled here
 whatever PLAIN_TEXTUAL says: it is a fix, not a faster path. Textual's own SIGCONT handler started
@@ -24,8 +22,9 @@ with a blank screen. And Textual did that work inside the signal handler, which 
 event loop while it holds the writer queue's lock. Here both handlers only queue the work on the
 event loop; SIGCONT starts application mode again only after a SIGTSTP stopped it, otherwise it
 takes the terminal back (raw mode, alternate screen, mouse), and either way the whole screen is
-painted again. Private names again, looked up with a default: the driver's ``_app``,
-``_writer_thread``, ``_auto_restart`` and ``_mouse``.
+painted again. Only public paths: the app, ``debug`` and ``mouse`` are the constructor's own
+arguments, ``no_automatic_restart()`` is counted as it is entered, and a start that Textual
+refused (in the background) is one that wrote nothing.
 """
 
 from __future__ import annotations
@@ -39,28 +38,22 @@ import sys
 import termios
 import threading
 from codecs import getincrementaldecoder
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.drivers.linux_driver import LinuxDriver
 from textual.message import Message
 
 from gputop import glyphs
-from gputop.ui import paint
+from gputop.ui import paint, textual_private
 
-try:  # Textual's private parser (textual>=8,<9 has it here); pyproject pins that range
-    from textual._parser import ParseError
-    from textual._xterm_parser import XTermParser
-except ImportError:  # pragma: no cover - a Textual that moved it: its own input thread then
-    ParseError = EOFError  # type: ignore[misc,assignment]
-    XTermParser = None  # type: ignore[misc,assignment]
+if TYPE_CHECKING:
+    from textual.app import App
 
 # Used when the parser is waiting for the rest of an escape sequence, or when a future Textual
 # no longer tells us (then this is Textual's own behaviour).
 PENDING_POLL_S = 0.1
-
-_MISSING = object()  # a private Textual name that a future Textual no longer has
 
 # What Textual's start_application_mode() turns on, written again after a plain SIGSTOP:
 # alternate screen, cursor hidden, focus events, bracketed paste, no line wrap; the mouse.
@@ -68,16 +61,11 @@ TAKE_BACK = "\x1b[?1049h\x1b[?25l\x1b[?1004h\x1b[?2004h\x1b[?7l"
 MOUSE_ON = "\x1b[?1000h\x1b[?1003h\x1b[?1015h\x1b[?1006h"
 
 
-def _pending(parser: Any) -> bool:
-    """True when the parser waits on a timeout (a lone Esc becomes a key only after it)."""
-    return getattr(parser, "_timeout_time", 0.0) is not None
-
-
 def read_input(
     fileno: int,
     wake_fd: int,
     stop: threading.Event,
-    parser: Any,  # textual._xterm_parser.XTermParser
+    parser: textual_private.InputParser,
     deliver: Callable[[Message], None],
 ) -> None:
     """Feed what arrives on ``fileno`` to ``parser`` and each event to ``deliver`` until ``stop``
@@ -92,7 +80,9 @@ def read_input(
     selector.register(wake_fd, selectors.EVENT_READ)
     try:
         while not stop.is_set():
-            events = selector.select(PENDING_POLL_S if _pending(parser) else None)
+            events = selector.select(
+                PENDING_POLL_S if textual_private.parser_pending(parser) else None
+            )
             for key, _ in events:
                 if key.fd == wake_fd:
                     os.read(wake_fd, 64)  # it only wakes the loop to look at ``stop``
@@ -115,7 +105,7 @@ def read_input(
         try:
             for _ in parser.feed(""):
                 pass
-        except (EOFError, ParseError):
+        except textual_private.INPUT_END_ERRORS:
             pass
 
 
@@ -143,12 +133,27 @@ class WakingEvent(threading.Event):
 class CalmLinuxDriver(LinuxDriver):
     """LinuxDriver whose input thread sleeps while no key arrives; see the module docstring."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self,
+        app: App[Any],
+        *,
+        debug: bool = False,
+        mouse: bool = True,
+        size: tuple[int, int] | None = None,
+    ) -> None:
+        super().__init__(app, debug=debug, mouse=mouse, size=size)
+        # Our own copies of what Textual keeps in private fields: its constructor's arguments.
+        self._calm_app = app
+        self._calm_debug = debug
+        self._calm_mouse = mouse
+        self._restart_paused = 0  # inside no_automatic_restart(): SIGTSTP only stops
+        self._starting = False  # inside start_application_mode()
+        self._wrote = False  # ... and it wrote to the terminal: application mode started
         # Textual's disable_input() sets exit_event, then joins the input thread.
         self.exit_event: WakingEvent = WakingEvent()
         # None where the terminal takes Unicode (UTF-8): then write() costs nothing more.
-        self._to_terminal = glyphs.translator(glyphs.output_encoding(self._output()))
+        # LinuxDriver writes to sys.__stderr__ (its writer thread is given no other stream).
+        self._to_terminal = glyphs.translator(glyphs.output_encoding(sys.__stderr__))
         self._app_loop: asyncio.AbstractEventLoop | None = None  # the app's, once started
         self._mode_on = False  # application mode is on: the terminal is ours
         self._stopped_by_tstp = False  # SIGTSTP ended application mode: SIGCONT starts it
@@ -158,34 +163,42 @@ class CalmLinuxDriver(LinuxDriver):
         signal.signal(signal.SIGTSTP, self._on_sigtstp)
         signal.signal(signal.SIGCONT, self._on_sigcont)
 
-    def _output(self) -> Any:
-        """The stream Textual writes to: its private ``_file``, else stderr (as LinuxDriver)."""
-        if not paint.PLAIN_TEXTUAL:
-            output = getattr(self, "_file", None)
-            if output is not None:
-                return output
-        return sys.__stderr__
-
     def calm_input(self) -> bool:
         """Whether run_input_thread() runs the calm thread (else Textual's own)."""
-        return XTermParser is not None and not paint.PLAIN_TEXTUAL
+        return textual_private.CALM_INPUT and not paint.PLAIN_TEXTUAL
 
     def write(self, data: str) -> None:
+        if self._starting:
+            self._wrote = True
         to_terminal = self._to_terminal
         super().write(data if to_terminal is None else to_terminal(data))
 
     def start_application_mode(self) -> None:
         self._app_loop = asyncio.get_running_loop()
-        writer = getattr(self, "_writer_thread", _MISSING)
-        super().start_application_mode()  # type: ignore[no-untyped-call]
+        self._starting, self._wrote = True, False
+        try:
+            super().start_application_mode()  # type: ignore[no-untyped-call]
+        finally:
+            self._starting = False
         # Textual returns without starting anything when a background job may not touch the
-        # terminal (it stops the process instead): then there is no new writer thread.
-        started = getattr(self, "_writer_thread", _MISSING)
-        self._mode_on = started is _MISSING or started is not writer
+        # terminal (it stops the process instead): then it wrote nothing (not even the
+        # alternate screen's switch, its first write).
+        self._mode_on = self._wrote
         self._raw_attrs = None
         if self._mode_on:
             with contextlib.suppress(termios.error):
                 self._raw_attrs = termios.tcgetattr(self.fileno)
+
+    @contextlib.contextmanager
+    def no_automatic_restart(self) -> Iterator[None]:
+        # Textual's App.suspend() runs a program in the terminal inside this: a SIGTSTP then
+        # only stops the process (as Textual's own handler), it does not leave the terminal.
+        self._restart_paused += 1
+        try:
+            with super().no_automatic_restart():
+                yield
+        finally:
+            self._restart_paused -= 1
 
     def stop_application_mode(self) -> None:
         self._mode_on = False
@@ -217,7 +230,7 @@ class CalmLinuxDriver(LinuxDriver):
         return True
 
     def _suspend_and_stop(self) -> None:
-        if self._mode_on and getattr(self, "_auto_restart", True):
+        if self._mode_on and not self._restart_paused:
             self.suspend_application_mode()  # the terminal as before gputop; threads ended
             self._stopped_by_tstp = True
         # Leaving the terminal can wait on a slow one; a SIGCONT that came meanwhile already
@@ -235,10 +248,8 @@ class CalmLinuxDriver(LinuxDriver):
             self._take_terminal_back()
         else:
             return  # quitting, or never started: nothing to resume
-        app = getattr(self, "_app", None)
-        if app is not None:
-            # The screen may be blank (a new alternate screen) or show the shell's lines.
-            app.refresh(layout=True)
+        # The screen may be blank (a new alternate screen) or show the shell's lines.
+        self._calm_app.refresh(layout=True)
 
     def _take_terminal_back(self) -> None:
         """Application mode's terminal state again, after a SIGSTOP that Textual never saw.
@@ -250,7 +261,7 @@ class CalmLinuxDriver(LinuxDriver):
             # In the background this stops the process (SIGTTOU) until it is in front again.
             with contextlib.suppress(termios.error):
                 termios.tcsetattr(self.fileno, termios.TCSANOW, self._raw_attrs)
-        mouse = MOUSE_ON if getattr(self, "_mouse", True) else ""
+        mouse = MOUSE_ON if self._calm_mouse else ""
         self.write(TAKE_BACK + mouse)
         self.flush()
 
@@ -266,7 +277,7 @@ class CalmLinuxDriver(LinuxDriver):
                 self.fileno,
                 wake_r,
                 self.exit_event,
-                XTermParser(bool(getattr(self, "_debug", False))),
+                textual_private.xterm_parser(self._calm_debug),
                 self.process_message,
             )
         finally:

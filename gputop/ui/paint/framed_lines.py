@@ -9,12 +9,9 @@ themes and focus styles stay exact, whatever the border) and joins each content 
 Content rows are rejoined only when the widget's ``render_line`` returns a different strip.
 Widgets with effects this does not replicate (tint, opacity, text opacity, hatch) fall back to
 Textual's path, and so does every widget when ``GPUTOP_PLAIN_TEXTUAL=1``
-(``gputop.ui.paint.PLAIN_TEXTUAL``): then rows are painted by Textual's ``render_lines`` and
-refreshed through ``refresh()``.
+(``gputop.ui.paint.PLAIN_TEXTUAL``): then rows are painted by Textual's ``render_lines``. Rows
+are repainted through ``refresh()`` either way.
 
-The quiet refresh uses private Textual names: ``Widget._set_dirty`` (looked for at import),
-``Screen._dirty_widgets`` and ``Screen._compositor`` (looked up on each use); without any of
-them a row goes through ``refresh()``.
 """
 
 from __future__ import annotations
@@ -26,10 +23,8 @@ from typing import TYPE_CHECKING
 from rich.segment import Segment
 from rich.style import Style
 from textual.color import Color
-from textual.dom import NoScreen
 from textual.filter import ANSIToTruecolor, LineFilter
 from textual.geometry import Region, Spacing
-from textual.screen import Screen
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -58,9 +53,6 @@ class _Frame:
     pad: Style  # for content rows narrower than the content area
     background: Color  # what line filters blend against
 
-
-# The Widget and Screen internals _refresh_quietly uses (Textual 8).
-_QUIET_REFRESH = callable(getattr(Widget, "_set_dirty", None)) and hasattr(Screen, "check_idle")
 
 # Style -> whether Textual's ANSIToTruecolor filter leaves it as it is. Themes are truecolor, so
 # for nearly every row it does, and skipping it saves rebuilding each segment of a changed row.
@@ -108,36 +100,8 @@ class FramedLines(_Base):
         left = self.styles.gutter.left
         width = self.outer_size.width
         regions = [Region(-left, y, width, 1) for y in rows]
-        if regions and not self._refresh_quietly(regions):
+        if regions:
             self.refresh(*regions)  # refresh() with no region would repaint the whole widget
-
-    def _refresh_quietly(self, regions: list[Region]) -> bool:
-        """Hand these dirty regions straight to the screen; False where Textual's way is needed.
-
-        ``refresh()`` marks the regions and then waits for this widget's own idle event to send
-        its screen an Update message, which adds the widget to the screen's dirty set: two
-        message rounds per widget per tick (about 0.03 % of a core for the dashboard's nine
-        panels and table at 1 Hz). A content row of a mounted, shown widget needs neither its
-        layout nor its style caches cleared, so this does the last step at once. Textual's
-        private names are checked first; without them (another Textual version), or with
-        ``paint.PLAIN_TEXTUAL``, the row goes through ``refresh()``.
-        """
-        if not _QUIET_REFRESH or paint.PLAIN_TEXTUAL or not (self.is_mounted and self.display):
-            return False
-        try:
-            screen = self.screen
-        except NoScreen:
-            return False
-        dirty = getattr(screen, "_dirty_widgets", None)
-        compositor = getattr(screen, "_compositor", None)
-        if not isinstance(dirty, set) or compositor is None:
-            return False
-        if screen not in compositor:
-            return False  # as Screen._on_update: a screen not arranged yet takes no updates
-        self._set_dirty(*regions)
-        dirty.add(self)
-        screen.check_idle()
-        return True
 
     def notify_style_update(self) -> None:
         self._frame_version += 1

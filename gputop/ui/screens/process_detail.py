@@ -16,7 +16,7 @@ from textual.widgets import Footer, Static
 from textual.worker import get_current_worker
 
 from gputop import cells, units
-from gputop.engine import procs
+from gputop.engine import proc_lookup
 from gputop.engine.holders import held_by
 from gputop.engine.kill import SENDING, Killer, Signal
 from gputop.engine.model import ProcessRow, ProcInfo, Snapshot
@@ -34,7 +34,7 @@ def ordered_environment(env: dict[str, str]) -> list[tuple[str, str]]:
     def rank(name: str) -> tuple[int, int, str]:
         if name in ENV_FIRST:
             return (0, ENV_FIRST.index(name), name)
-        return (1 if name.startswith(procs.GPU_ENV_PREFIXES) else 2, 0, name)
+        return (1 if name.startswith(proc_lookup.GPU_ENV_PREFIXES) else 2, 0, name)
 
     return [(k, env[k]) for k in sorted(env, key=rank)]
 
@@ -62,12 +62,12 @@ def read_proc(row: ProcessRow, dev_dir: str, *, environment: bool) -> ProcReadin
     """
     if environment:
         try:
-            return ProcReadings(environment=procs.environment(row.pid))
+            return ProcReadings(environment=proc_lookup.environment(row.pid))
         except GputopError as exc:
             return ProcReadings(environment_error=str(exc))
     return ProcReadings(
-        parents=tuple(procs.parent_chain(row.pid)),
-        children=tuple(procs.children(row.pid)),
+        parents=tuple(proc_lookup.parent_chain(row.pid)),
+        children=tuple(proc_lookup.children(row.pid)),
         device_files=tuple(row.device_files or held_by(row.pid, dev_dir) or ()),
     )
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import compress, count, repeat
-from operator import attrgetter, is_, is_not
+from operator import attrgetter, is_
 from typing import cast
 
 from rich.style import Style
@@ -33,7 +33,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from gputop import cells as C
-from gputop.engine.model import ProcessRow, Snapshot, same_places
+from gputop.engine.model import ProcessRow, RowKey, Snapshot, row_identity
 from gputop.ui import rows as R
 from gputop.ui.paint.bare_strip import bare_strip
 from gputop.ui.paint.framed_lines import FramedLines
@@ -91,7 +91,8 @@ class ProcessTable(FramedLines, RowCursor, ScrollView, can_focus=True):
         self.stuck_count = 0  # stuck processes among the rows shown
         self.cursor = 0
         self._rows: dict[str, ProcessRow] = {}
-        self._keys: dict[int, str] = {}  # id(row) -> its key, for the rows in _rows
+        self._keys: dict[RowKey, str] = {}  # process identity -> its key, for the rows in _rows
+        self._tick = 0  # the RowChanges.tick of the rows taken last (0: not known)
         self._now_wall = 0.0
         self._snapshot: Snapshot | None = None
         self._mig_gpus: frozenset[int] = frozenset()  # GPUs in MIG mode: rows there say 0/1
@@ -114,21 +115,14 @@ class ProcessTable(FramedLines, RowCursor, ScrollView, can_focus=True):
 
     def update_snapshot(self, snapshot: Snapshot) -> None:
         """Take the processes of a new snapshot and repaint what changed."""
-        # A row the engine kept from the last tick (most of them at thousands of idle workers)
-        # keeps its key: formatting 5,000 keys is a third of this method (issue 17).
-        procs = snapshot.processes
-        before = self._snapshot.processes if self._snapshot is not None else ()
-        # The same processes as last tick, some with new numbers: what follows looks at those.
-        moved = same_places(before, procs)
-        if moved is None:
-            self._take_all(procs)
-        else:
-            self._take_moved(*moved)
+        # What changed since the rows taken last (gputop.engine.changes): at thousands of idle
+        # workers a few rows, and formatting 5,000 keys would be a third of this method.
+        moved = self._take(snapshot)
         self._now_wall = snapshot.taken_at_wall
         self._snapshot = snapshot
         self._mig_gpus = frozenset(g.index for g in snapshot.gpus if g.mig_mode or g.mig_devices)
-        if moved is None or any(
-            map(is_not, map(_container_of, moved[0]), map(_container_of, moved[1]))
+        if moved is None or list(map(_container_of, moved[0])) != list(
+            map(_container_of, moved[1])
         ):
             containers = R.any_container(snapshot.processes)
             if containers != self.containers:  # the column comes or goes with the next fit
@@ -139,18 +133,31 @@ class ProcessTable(FramedLines, RowCursor, ScrollView, can_focus=True):
             self.post_message(self.TagsChanged(len(self.tags)))
         self._sync(moved=moved)
 
-    def _take_moved(self, olds: list[ProcessRow], news: list[ProcessRow]) -> None:
-        """Key the rows made anew (``news``, in the places of ``olds``): each takes the key of
-        the row it replaces. In C: a few hundred a tick at thousands of idle workers (issue 17)."""
-        keys = self._keys
-        # The old rows are alive until this returns: their ids are theirs.
-        keyed = _with_keys(list(map(keys.pop, map(id, olds), repeat(None))), news)
-        keys.update(zip(map(id, news), keyed, strict=True))
-        self._rows.update(zip(keyed, news, strict=True))
+    def _take(self, snapshot: Snapshot) -> tuple[list[ProcessRow], list[ProcessRow]] | None:
+        """Take the snapshot's rows: (the rows replaced, their new rows) when the same processes
+        are listed as before, else None."""
+        changes = snapshot.changes
+        tick, self._tick = self._tick, changes.tick if changes is not None else 0
+        if changes is not None and changes.tick == tick:
+            return [], []  # the rows taken last, again (a stale re-send)
+        if changes is None or not changes.follows(tick):
+            self._take_all(snapshot.processes)
+            return None
+        rows, keys = self._rows, self._keys
+        for gone in changes.removed:
+            del rows[keys.pop(gone)]
+        for row in changes.added:
+            keys[row.identity] = name = R.row_key(row)
+            rows[name] = row
+        news = list(changes.changed)
+        keyed = list(map(keys.__getitem__, map(row_identity, news)))
+        olds = list(map(rows.__getitem__, keyed))
+        rows.update(zip(keyed, news, strict=True))
+        return (olds, news) if changes.quiet else None
 
     def _take_all(self, procs: tuple[ProcessRow, ...]) -> None:
-        """Key every row; a row the engine kept from the last tick keeps its key."""
-        ids = list(map(id, procs))
+        """Key every row; a process listed before keeps its key."""
+        ids = list(map(row_identity, procs))
         keyed = _with_keys(list(map(self._keys.get, ids)), procs)  # in C: no Python step a row
         self._rows = dict(zip(keyed, procs, strict=True))
         self._keys = dict(zip(ids, keyed, strict=True))
@@ -266,8 +273,8 @@ class ProcessTable(FramedLines, RowCursor, ScrollView, can_focus=True):
         moved: tuple[list[ProcessRow], list[ProcessRow]] | None = None,
     ) -> None:
         """Order, format and repaint. ``moved``: the same processes as before, these rows (old,
-        new) made anew; when every one stands where it stood, the order is kept without a sort
-        (at thousands of processes, most ticks: issue 17)."""
+        new) changed; when every one stands where it stood, the order is kept without a sort
+        (at thousands of processes, most ticks: see gputop.engine.changes)."""
         keep = self.current_key
         view = self.view
         if moved is not None and R.order_holds(*moved, view):
@@ -275,8 +282,8 @@ class ProcessTable(FramedLines, RowCursor, ScrollView, can_focus=True):
         else:
             wanted = R.ordered(self._rows.values(), view, self._now_wall)
             keys = self._keys
-            order = [keys[id(r)] for r, _ in wanted]
-            self._depths = {keys[id(r)]: d for r, d in wanted if d} if view.tree else {}
+            order = [keys[row_identity(r)] for r, _ in wanted]
+            self._depths = {keys[row_identity(r)]: d for r, d in wanted if d} if view.tree else {}
             self.stuck_count = sum(1 for r, _ in wanted if R.is_stuck(r))
         old_order, old_shown, old_cursor = self._order, self._shown, self.cursor
         self._order = order

@@ -7,9 +7,11 @@ Textual's own.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import selectors
-import sys
+import signal
+import termios
 import threading
 import time
 from collections.abc import Iterator
@@ -18,10 +20,11 @@ from typing import Any
 
 import pytest
 from textual import events
+from textual.drivers import linux_driver
 from textual.drivers.linux_driver import LinuxDriver
 from textual.message import Message
 
-from gputop.ui import paint
+from gputop.ui import paint, textual_private
 from gputop.ui.app import make_app
 from gputop.ui.paint import driver as calm
 from gputop.ui.paint.driver import CalmLinuxDriver, WakingEvent, read_input
@@ -47,7 +50,13 @@ class Reader:
         self.stop.attach(wake_w)
         self.thread = threading.Thread(
             target=read_input,
-            args=(self.input_r, self.wake_r, self.stop, calm.XTermParser(), self.events.append),
+            args=(
+                self.input_r,
+                self.wake_r,
+                self.stop,
+                textual_private.xterm_parser(False),
+                self.events.append,
+            ),
             daemon=True,
         )
         self.thread.start()
@@ -67,7 +76,7 @@ class Reader:
 
 @pytest.fixture
 def reader(monkeypatch: pytest.MonkeyPatch) -> Iterator[Reader]:
-    if calm.XTermParser is None:  # a Textual that moved its private parser: its own thread runs
+    if not textual_private.CALM_INPUT:  # a Textual that moved its private parser: its own thread
         pytest.skip("no textual._xterm_parser")
     r = Reader(monkeypatch)
     yield r
@@ -200,27 +209,85 @@ def test_the_plain_switch_runs_textuals_input_thread(monkeypatch: pytest.MonkeyP
     driver = CalmLinuxDriver.__new__(CalmLinuxDriver)
     driver.exit_event = WakingEvent()
     driver.fileno = 0  # never read: read_input is a stand-in
-    parser = calm.XTermParser
-    for plain, parser_there, expected in (
-        (False, parser, "calm" if parser is not None else "textual"),
-        (True, parser, "textual"),  # GPUTOP_PLAIN_TEXTUAL=1
-        (False, None, "textual"),  # a Textual that moved its private parser
+    driver._calm_debug = False
+    fits = textual_private.CALM_INPUT
+    for plain, parser_fits, expected in (
+        (False, fits, "calm" if fits else "textual"),
+        (True, fits, "textual"),  # GPUTOP_PLAIN_TEXTUAL=1
+        (False, False, "textual"),  # a Textual whose private parser failed the feature test
     ):
         monkeypatch.setattr(paint, "PLAIN_TEXTUAL", plain)
-        monkeypatch.setattr(calm, "XTermParser", parser_there)
+        monkeypatch.setattr(textual_private, "CALM_INPUT", parser_fits)
         ran.clear()
         driver.run_input_thread()
-        assert ran == [expected], (plain, parser_there)
+        assert ran == [expected], (plain, parser_fits)
 
 
-def test_the_plain_switch_keeps_to_stderr_without_the_private_file(
+def test_the_parser_feature_test_sees_a_lone_escape_wait() -> None:
+    parser = textual_private.xterm_parser(False)
+    assert not textual_private.parser_pending(parser)
+    assert list(parser.feed("\x1b")) == []
+    assert textual_private.parser_pending(parser)  # the calm thread polls until it resolves
+    time.sleep(0.2)
+    assert [e.key for e in parser.tick() if isinstance(e, events.Key)] == ["escape"]
+    assert not textual_private.parser_pending(parser)
+
+
+@pytest.fixture
+def calm_driver() -> Iterator[tuple[CalmLinuxDriver, asyncio.AbstractEventLoop]]:
+    """A CalmLinuxDriver made on a running loop; the test process's signal handlers restored."""
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTSTP, signal.SIGCONT)}
+    loop = asyncio.new_event_loop()
+
+    async def make() -> CalmLinuxDriver:
+        return CalmLinuxDriver(make_app(None, start_sampler=False), mouse=False)
+
+    try:
+        yield loop.run_until_complete(make()), loop
+    finally:
+        loop.close()
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+
+
+def test_a_start_textual_refuses_in_the_background_leaves_application_mode_off(
+    calm_driver: tuple[CalmLinuxDriver, asyncio.AbstractEventLoop],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    driver = CalmLinuxDriver.__new__(CalmLinuxDriver)
-    driver._file = marker = object()  # type: ignore[assignment]
-    assert driver._output() is marker
-    monkeypatch.setattr(paint, "PLAIN_TEXTUAL", True)
-    assert driver._output() is sys.__stderr__
-    monkeypatch.setattr(paint, "PLAIN_TEXTUAL", False)
-    del driver._file  # a Textual that renamed it
-    assert driver._output() is sys.__stderr__
+    """Textual's start returns before writing anything when a background job may not set the
+    terminal (tcsetattr fails): then SIGCONT must not take a terminal that is not ours."""
+    driver, loop = calm_driver
+    monkeypatch.setattr(linux_driver.os, "isatty", lambda fd: True)
+
+    def refused(*args: Any) -> None:
+        raise termios.error(5, "Input/output error")
+
+    monkeypatch.setattr(linux_driver.termios, "tcsetattr", refused)
+    monkeypatch.setattr(linux_driver.termios, "tcgetattr", lambda fd: [0] * 7)
+
+    async def start() -> None:
+        driver.start_application_mode()
+
+    loop.run_until_complete(start())
+    assert not driver._mode_on
+
+
+def test_a_tstp_inside_textuals_no_automatic_restart_only_stops(
+    calm_driver: tuple[CalmLinuxDriver, asyncio.AbstractEventLoop],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """App.suspend() runs a program inside no_automatic_restart(): a SIGTSTP then stops the
+    process without leaving the terminal (Textual's own rule), and afterwards leaves it again."""
+    driver, _ = calm_driver
+    done: list[str] = []
+    monkeypatch.setattr(
+        calm.os, "kill", lambda pid, signum: done.append(signal.Signals(signum).name)
+    )
+    monkeypatch.setattr(driver, "suspend_application_mode", lambda: done.append("suspend"))
+    driver._mode_on = True
+    with driver.no_automatic_restart():
+        driver._suspend_and_stop()
+    assert done == ["SIGSTOP"]
+    done.clear()
+    driver._suspend_and_stop()
+    assert done == ["suspend", "SIGSTOP"]

@@ -19,7 +19,6 @@ from textual.widget import Widget
 
 from gputop.ui.app import GputopApp
 from gputop.ui.messages import SnapshotReady
-from gputop.ui.paint import framed_lines
 from gputop.ui.paint.framed_lines import FramedLines, _all_truecolor
 from gputop.ui.paint.line import Line
 from gputop.ui.widgets.gpu_panel import GpuPanel
@@ -131,11 +130,7 @@ def test_a_changed_panel_title_is_painted() -> None:
 
 # -- only changed lines are repainted ---------------------------------------------------------
 def spy_refresh(widget: Widget) -> list[tuple[Region, ...]]:
-    """Records the regions of each repaint ``widget`` asks for (() for a whole-widget refresh).
-
-    Row repaints go to the screen directly when they can (FramedLines._refresh_quietly), and
-    through ``refresh()`` otherwise; both are recorded.
-    """
+    """Records the regions of each repaint ``widget`` asks for (() for a whole-widget refresh)."""
     refreshed: list[tuple[Region, ...]] = []
     original = widget.refresh
 
@@ -144,16 +139,6 @@ def spy_refresh(widget: Widget) -> list[tuple[Region, ...]]:
         return original(*regions, **kwargs)
 
     widget.refresh = spy  # type: ignore[method-assign]
-    if isinstance(widget, FramedLines):
-        quietly = widget._refresh_quietly
-
-        def quiet_spy(regions: list[Region]) -> bool:
-            done = quietly(regions)
-            if done:
-                refreshed.append(tuple(regions))
-            return done
-
-        widget._refresh_quietly = quiet_spy  # type: ignore[method-assign]
     return refreshed
 
 
@@ -307,7 +292,7 @@ def spy_partial_updates(app: GputopApp) -> list[list[tuple[int, int, int]]]:
     return spans
 
 
-def test_a_changed_row_reaches_the_terminal_with_or_without_the_quiet_refresh() -> None:
+def test_a_changed_row_reaches_the_terminal_as_a_whole_widget_row() -> None:
     async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
         panel = app.query_one("#gpu-0", GpuPanel)
         sample = panel.sample
@@ -315,31 +300,14 @@ def test_a_changed_row_reaches_the_terminal_with_or_without_the_quiet_refresh() 
         temp = _line_of(panel, "TEMP")
         temp_y = panel.region.y + panel.styles.gutter.top + temp  # the TEMP line on screen
         x1, x2 = panel.region.x, panel.region.right
-        for quiet in (True, False):
-            framed_lines._QUIET_REFRESH = quiet
-            try:
-                refreshed = spy_refresh(panel)
-                spans = spy_partial_updates(app)
-                hotter = (sample.temperature_c or 0) + (9 if quiet else 13)
-                panel.show(replace(sample, temperature_c=hotter), app.history)
-                await pilot.pause()
-                assert refreshed and refreshed[-1][0].y == temp
-                written = [s for update in spans for s in update if s[0] == temp_y]
-                assert any(a <= x1 and b >= x2 for _, a, b in written), (quiet, spans)
-                assert f"TEMP {hotter}°C" in panel.render_line(temp).text
-            finally:
-                framed_lines._QUIET_REFRESH = True
-                del panel.refresh, panel._refresh_quietly  # back to the class's methods
-
-    run(body, size=(200, 60))
-
-
-def test_the_quiet_refresh_is_used_on_the_main_screen() -> None:
-    async def body(app: GputopApp, pilot: Pilot[Any]) -> None:
-        panel = app.query_one("#gpu-0", GpuPanel)
-        assert panel._refresh_quietly([Region(0, 2, 10, 1)])  # Textual's internals are there
-        assert panel in app.screen._dirty_widgets
+        refreshed = spy_refresh(panel)
+        spans = spy_partial_updates(app)
+        hotter = (sample.temperature_c or 0) + 9
+        panel.show(replace(sample, temperature_c=hotter), app.history)
         await pilot.pause()
-        assert panel not in app.screen._dirty_widgets  # painted, and the set emptied
+        assert refreshed and refreshed[-1][0].y == temp
+        written = [s for update in spans for s in update if s[0] == temp_y]
+        assert any(a <= x1 and b >= x2 for _, a, b in written), spans
+        assert f"TEMP {hotter}°C" in panel.render_line(temp).text
 
     run(body, size=(200, 60))

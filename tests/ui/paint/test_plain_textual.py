@@ -17,15 +17,13 @@ from typing import Any
 
 import pytest
 from rich.style import Style
-from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.strip import Strip
 
 from gputop.engine.model import Snapshot
-from gputop.ui import paint
+from gputop.ui import paint, textual_private
 from gputop.ui.app import GputopApp, make_app
 from gputop.ui.paint import bare_strip as bare_strip_module
-from gputop.ui.paint import framed_lines
 from gputop.ui.paint.framed_lines import FramedLines
 from gputop.ui.paint.line import Line
 from gputop.ui.widgets.gpu_panel import GpuPanel
@@ -49,31 +47,23 @@ class Paths:
     """How often each fast path ran while the app was drawn."""
 
     framed_rows: int = 0  # FramedLines joined rows itself
-    quiet_refreshes: int = 0  # a row went straight to the screen, without refresh()
 
 
 @pytest.fixture
 def paths(monkeypatch: pytest.MonkeyPatch) -> Paths:
     counts = Paths()
     paint_rows = FramedLines._paint_rows
-    refresh_quietly = FramedLines._refresh_quietly
 
     def counting_paint_rows(self: FramedLines, *args: Any) -> None:
         counts.framed_rows += 1
         paint_rows(self, *args)
 
-    def counting_refresh_quietly(self: FramedLines, regions: list[Region]) -> bool:
-        done = refresh_quietly(self, regions)
-        counts.quiet_refreshes += done
-        return done
-
     monkeypatch.setattr(FramedLines, "_paint_rows", counting_paint_rows)
-    monkeypatch.setattr(FramedLines, "_refresh_quietly", counting_refresh_quietly)
     return counts
 
 
 def is_bare(strip: Strip) -> bool:
-    return strip._divide_cache is bare_strip_module._KEEP_NOTHING  # type: ignore[attr-defined]
+    return strip._divide_cache is textual_private._KEEP_NOTHING  # type: ignore[attr-defined]
 
 
 def draw(
@@ -119,13 +109,13 @@ def test_the_demo_looks_the_same_on_textuals_own_paths(
         return take
 
     for plain in (False, True):
-        paths.framed_rows = paths.quiet_refreshes = 0
+        paths.framed_rows = 0
         draw(frames, size, plain, monkeypatch, look(plain))
-        if plain:  # nothing of ours painted, refreshed or built a bare strip
-            assert (paths.framed_rows, paths.quiet_refreshes) == (0, 0)
+        if plain:  # nothing of ours painted or built a bare strip
+            assert paths.framed_rows == 0
             assert not is_bare(strips[plain])
         else:  # the fast paths really ran (else this compares Textual with itself)
-            assert paths.framed_rows > 0 and paths.quiet_refreshes > 0
+            assert paths.framed_rows > 0
             assert is_bare(strips[plain]) == bare_strip_module.SUPPORTED
     assert shots[True] == shots[False]
 
@@ -157,9 +147,9 @@ def test_keys_work_the_same_on_textuals_own_paths(
     fast: list[Step] = []
     plain: list[Step] = []
     draw(frames, (80, 24), False, monkeypatch, sort_and_filter(fast))
-    paths.framed_rows = paths.quiet_refreshes = 0
+    paths.framed_rows = 0
     draw(frames, (80, 24), True, monkeypatch, sort_and_filter(plain))
-    assert (paths.framed_rows, paths.quiet_refreshes) == (0, 0)
+    assert paths.framed_rows == 0
     sorts = [sort for _, sort, _, _ in plain]
     orders = [pids for _, _, pids, _ in plain]
     assert sorts[1] != sorts[0] and sorts[2] == sorts[0]  # s, then < back
@@ -207,38 +197,3 @@ def test_the_switch_is_read_at_import() -> None:
             timeout=60,
         )
         assert out.stdout.strip() == shown
-
-
-def test_the_quiet_refresh_steps_aside_without_textuals_private_names(
-    frames: list[Snapshot], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Each private name _refresh_quietly needs, missing: the row goes through refresh()."""
-    results: dict[str, bool] = {}
-
-    async def probe(app: GputopApp, pilot: Pilot[Any]) -> None:
-        panel = app.query(GpuPanel).first()
-        screen = app.screen
-        row = [Region(0, 0, 10, 1)]
-        results["all there"] = panel._refresh_quietly(row)
-        for name in ("_dirty_widgets", "_compositor"):
-            kept = screen.__dict__.pop(name)
-            try:
-                results[name] = panel._refresh_quietly(row)
-            finally:
-                screen.__dict__[name] = kept
-        with monkeypatch.context() as patch:
-            patch.setattr(framed_lines, "_QUIET_REFRESH", False)  # no Widget._set_dirty
-            results["_set_dirty"] = panel._refresh_quietly(row)
-        with monkeypatch.context() as patch:
-            patch.setattr(paint, "PLAIN_TEXTUAL", True)
-            results["plain"] = panel._refresh_quietly(row)
-        await pilot.pause()
-
-    draw(frames, (80, 24), False, monkeypatch, probe)
-    assert results == {
-        "all there": True,
-        "_dirty_widgets": False,
-        "_compositor": False,
-        "_set_dirty": False,
-        "plain": False,
-    }

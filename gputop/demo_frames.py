@@ -2,18 +2,22 @@
 
 No real processes and no wall clock: the process rows are made up from the scenario's actors, so
 every call returns the same snapshots. The UI's snapshot tests, `make screenshots` and the UI
-benchmark draw these frames.
+benchmark draw these frames. It lives beside gputop.sources, not in the simulator: it needs the
+driver layer and the engine's enrichment, which the simulator must not import.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from gputop import sim
 from gputop.engine.enrich import unattributed_memory
 from gputop.engine.model import GpuProcess, ProcessRow, ProcessType, ProcInfo, ProcState, Snapshot
-from gputop.sim.actors import ActorSpec
-from gputop.sim.scenario import Scenario
+from gputop.sources import open_simulated
+
+if TYPE_CHECKING:
+    from gputop.sim.actors import ActorSpec
+    from gputop.sim.scenario import Scenario
 
 BASE_WALL_S = 1_760_000_000.0  # a fixed "now" for the pictures (shown as a time of day)
 BASE_MONO_S = 10_000.0
@@ -109,9 +113,11 @@ def demo_rows(scenario: Scenario, snap: Snapshot) -> tuple[ProcessRow, ...]:
 
 def demo_frames(scenario_name: str = "demo", ticks: int = 40) -> list[Snapshot]:
     """``ticks`` one-second snapshots of a shipped scenario on a hand-moved clock."""
+    from gputop import sim  # local: importing this module loads no pynvml
+
     scenario = sim.load_scenario(scenario_name)
     clock = sim.ManualClock(0.0)
-    source = sim.open_source(scenario, clock)
+    source = open_simulated(scenario, clock)
     frames: list[Snapshot] = []
     try:
         for t in range(ticks):

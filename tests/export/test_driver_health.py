@@ -34,12 +34,12 @@ def not_responding(index: int, stale_s: float | None = 4.0) -> GpuSample:
 
 
 class Holder:
-    """What the collector reads: ``latest``, and optionally the sampler's own counters."""
+    """What the collector reads: ``latest``, and the sampler's own counters."""
 
-    def __init__(self, latest: Snapshot | None, restarts: int | None = None) -> None:
+    def __init__(self, latest: Snapshot | None, restarts: int = 0) -> None:
         self.latest = latest
-        if restarts is not None:
-            self.restarts = restarts
+        self.errors = 0
+        self.restarts = restarts
 
 
 def scrape(collector: SnapshotCollector) -> str:

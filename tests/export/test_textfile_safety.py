@@ -21,6 +21,8 @@ from tests.planted import VICTIM_TEXT, as_user, nobody, their_folder, unchanged,
 class Fixed:
     def __init__(self) -> None:
         self.latest = make_snapshot(gpus=(make_gpu(0), make_gpu(1)))
+        self.errors = 0
+        self.restarts = 0
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ from typing import Any
 
 import pynvml
 
+from gputop.engine.maker import slot_maker
 from gputop.engine.model import GpuProcess, GpuSample, MigDevice, ProcessType, listed_pids
 from gputop.engine.nvml.calls import Lost, error_text, raise_if_lost, read, text
 from gputop.engine.nvml.mig import in_mig_mode, instances, mig_handles
@@ -362,9 +363,12 @@ def _merge(lists: tuple[list[Listed], ...]) -> list[tuple[int, _Merged]]:
     return sorted(by_pid.items())
 
 
+_make_entry = slot_maker(GpuProcess)  # every changed entry of every list, each snapshot
+
+
 def _entry(index: int, key: tuple[Any, ...], driver_name: str | None) -> GpuProcess:
     pid, ptype, used, sm, mem, gi, ci = key
-    return GpuProcess(
+    return _make_entry(
         pid=pid,
         gpu_index=index,
         type=ptype,

@@ -6,7 +6,7 @@ as a growing ``gputop_sample_age_seconds`` instead of a hung scrape. A driver th
 used at start (no library, version mismatch, module not loaded, no permission) ends it with the
 driver's own line and exit 2 before anything listens; one that goes away later is
 ``gputop_driver_up 0`` (gputop.export.feed). prometheus-client is an optional dependency
-(``gputop[export]``), imported only here, after a check.
+(the ``export`` extra of the ``gputop-nv`` distribution), imported only here, after a check.
 """
 
 from __future__ import annotations
@@ -40,7 +40,9 @@ DEFAULT_INTERVAL_S = 5.0
 # says so); a driver that fails to open within it ends the exporter (exit 2). As the one-shots'
 # default --timeout.
 OPEN_WAIT_S = 5.0
-MISSING_CLIENT = "the exporter needs prometheus-client: pip install 'gputop[export]'"
+# Not "pip install gputop[export]": the "gputop" on PyPI is another project (this one is
+# gputop-nv); prometheus-client alone is what is missing.
+MISSING_CLIENT = "the exporter needs prometheus-client: pip install prometheus-client"
 HOST_LABEL_CHOICES = ("Hostname", "hostname")  # = gputop.export.metrics.HOST_LABELS, unimported
 
 

@@ -101,7 +101,7 @@ def test_missing_prometheus_client_message() -> None:
     )
     assert proc.returncode == 2
     assert proc.stderr == (
-        "gputop: the exporter needs prometheus-client: pip install 'gputop[export]'\n"
+        "gputop: the exporter needs prometheus-client: pip install prometheus-client\n"
     )
     assert proc.stdout == ""
 

@@ -9,18 +9,24 @@ PEERS_VENV ?= .venv-peers
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
+# What running needs (make run, make demo): gputop and its dependencies, no dev tools.
 $(BIN)/gputop: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e .
+	@touch $@
+
+# What testing needs besides (make test and the other developer targets).
+$(VENV)/.dev: $(BIN)/gputop pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev,export]'
 	@touch $@
 
-install: $(BIN)/gputop ## create .venv and install gputop with its dev tools
+install: $(VENV)/.dev ## create .venv and install gputop with its dev tools
 
-run: install ## start gputop: real GPUs when the driver is there, else the demo (DEMO marker)
+run: $(BIN)/gputop ## start gputop: real GPUs when the driver is there, else the demo (DEMO marker)
 	$(BIN)/gputop
 
-demo: install ## start gputop on the simulated 4-GPU demo box
+demo: $(BIN)/gputop ## start gputop on the simulated 4-GPU demo box
 	$(BIN)/gputop --demo
 
 lint: install ## ruff format --check and ruff check

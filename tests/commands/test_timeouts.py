@@ -35,7 +35,7 @@ from gputop.engine.deadline import (
     row_timeout,
     timeout_message,
 )
-from gputop.engine.model import GpuSample, GpuState, Snapshot, SystemInfo
+from gputop.engine.model import GpuSample, Snapshot, SystemInfo, silent_gpu
 from gputop.engine.source import SourceBase
 from gputop.errors import DriverTimeout
 from tests.commands.conftest import Result
@@ -52,18 +52,9 @@ def note_for(gpu: int, timeout_s: float) -> str:
 
 
 def silent(gpu: GpuSample, waited: float) -> GpuSample:
-    """What a driver-process source gives for a GPU that did not answer: identity, no readings."""
-    return GpuSample(
-        index=gpu.index,
-        state=GpuState.NOT_RESPONDING,
-        error=f"{CALL} did not return",
-        stale_s=waited,
-        cuda_index=gpu.cuda_index,
-        uuid=gpu.uuid,
-        name=gpu.name,
-        pci_bus_id=gpu.pci_bus_id,
-        minor_number=gpu.minor_number,
-    )
+    """What a driver-process source gives for a GPU that did not answer: identity, no readings
+    (the driver-process source's own stand-in, gputop.engine.model.silent_gpu)."""
+    return silent_gpu(gpu, error=f"{CALL} did not return", stale_s=waited)
 
 
 class HungSource(SourceBase):

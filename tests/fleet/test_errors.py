@@ -178,7 +178,7 @@ def test_a_redirect_is_not_followed_with_the_token(
 
 def test_a_slow_server_times_out(capsys: pytest.CaptureFixture[str]) -> None:
     def slow(h: http.server.BaseHTTPRequestHandler) -> None:
-        time.sleep(1.5)
+        time.sleep(3.0)  # far past the 0.3 s limit, so the bound below holds on a busy box
         send(h, 200, EMPTY, "application/json")
 
     with static_server(slow) as server:
@@ -186,7 +186,7 @@ def test_a_slow_server_times_out(capsys: pytest.CaptureFixture[str]) -> None:
         code, _, err = fleet(capsys, "--once", "--timeout", "0.3", "--prometheus", server.url)
         took = time.monotonic() - started
     assert code == 1 and err.endswith("did not answer within 0.3 s")
-    assert took < 1.2
+    assert took < 2.0
 
 
 def test_tls_to_a_plain_http_server(capsys: pytest.CaptureFixture[str]) -> None:

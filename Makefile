@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PEERS_VENV ?= .venv-peers
 
-.PHONY: help install run demo test test-quick test-tools lint typecheck import-layers pytest snapshot-update screenshots bench bench-peers clean
+.PHONY: help install run demo test test-quick test-tools lint typecheck import-layers pytest docs-check docs reference dist snapshot-update screenshots bench bench-peers clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -30,8 +30,8 @@ demo: $(BIN)/gputop ## start gputop on the simulated 4-GPU demo box
 	$(BIN)/gputop --demo
 
 lint: install ## ruff format --check and ruff check
-	$(BIN)/ruff format --check gputop tests bench
-	$(BIN)/ruff check gputop tests bench
+	$(BIN)/ruff format --check gputop tests bench scripts
+	$(BIN)/ruff check gputop tests bench scripts
 
 typecheck: install ## mypy (strict) on gputop/
 	$(BIN)/mypy gputop
@@ -45,7 +45,21 @@ pytest: install test-tools ## the test suite only
 import-layers: install ## lint-imports: the layers and contracts in pyproject.toml
 	$(BIN)/lint-imports --no-cache  # 0.3 s: no cache folder to keep out of git
 
-test: lint typecheck import-layers pytest ## everything CI runs: lint, types, import layers, tests
+docs-check: install ## the docs site builds with no warning (mkdocs --strict); the reference pages match the code
+	$(BIN)/python scripts/gen_reference.py --check
+	$(BIN)/mkdocs build --strict --quiet --site-dir $$(mktemp -d)
+
+docs: install ## build the documentation site into site/ (open site/index.html)
+	$(BIN)/mkdocs build --strict --site-dir site
+
+reference: install ## regenerate docs/reference/ and man/gputop.1 from the code
+	$(BIN)/python scripts/gen_reference.py
+
+dist: install ## build the sdist and wheel into dist/ and check them with twine
+	$(BIN)/python -m build --no-isolation --outdir dist
+	$(BIN)/twine check --strict dist/*
+
+test: lint typecheck import-layers docs-check pytest ## everything CI runs: lint, types, import layers, docs, tests
 
 test-quick: install ## the quick loop: the tests not marked slow (tests/slow_tests.txt)
 	$(BIN)/pytest -m "not slow"
@@ -53,7 +67,7 @@ test-quick: install ## the quick loop: the tests not marked slow (tests/slow_tes
 snapshot-update: install ## re-record the SVG snapshots of the UI
 	$(BIN)/pytest tests/ui --snapshot-update
 
-screenshots: install ## regenerate screenshots/ from the demo scenario
+screenshots: install ## regenerate screenshots/ from fixed frames (the same files every run)
 	$(BIN)/python -m tests.ui.scenes screenshots
 
 bench: install ## measure snapshot, sampler, holder-scan and UI costs
@@ -67,7 +81,7 @@ bench-peers: install $(PEERS_VENV)/bin/nvitop ## dashboard CPU vs nvitop's on th
 	GPUTOP_BENCH_NVITOP=$(PEERS_VENV)/bin/python $(BIN)/python -m bench peers
 
 clean: ## remove the venv and caches
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site dist build
 
 .PHONY: real-gpu-check
 real-gpu-check: install ## on a box with an NVIDIA GPU: gputop vs nvidia-smi and real processes, one report (< 5 min)

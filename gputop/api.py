@@ -48,7 +48,8 @@ _readers: dict[int, Readings] = {}
 
 
 def use_demo(name: str | None = "demo") -> None:
-    """Read from the simulated driver with this shipped scenario (demo, dgx, faults, flaky) or file.
+    """Read from the simulated driver with this shipped scenario (demo, dgx, faults, flaky,
+    mig) or file.
 
     ``use_demo(None)`` goes back to the real driver. Takes effect on the next call.
     """

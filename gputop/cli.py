@@ -13,7 +13,9 @@ import importlib.util
 import os
 import signal
 import sys
+import textwrap
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, NoReturn
 
 from gputop.argtypes import INTERVAL_BOUNDS_HELP, add_timeout_argument, interval_seconds
@@ -21,10 +23,19 @@ from gputop.engine.deadline import DEFAULT_TIMEOUT_S
 from gputop.engine.sanitize import clean
 from gputop.errors import DriverTimeout, GputopError
 from gputop.exits import (
+    EXIT_FAILURE,
+    EXIT_FLEET_BLIND,
+    EXIT_FLEET_STUCK,
+    EXIT_FLEET_STUCK_AND_BLIND,
+    EXIT_OK,
+    EXIT_STUCK,
+    EXIT_TIMEOUT,
+    EXIT_USAGE,
     ExitSignals,
     describe_os_error,
     reader_may_leave,
     say,
+    signal_exit,
     silence,
     silence_if_broken,
 )
@@ -42,6 +53,231 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "export": ("gputop.commands.export", "Prometheus exporter (dcgm-exporter compatible names)"),
     "fleet": ("gputop.commands.fleet", "every host and GPU a Prometheus server knows"),
 }
+
+
+# Commands that read no driver: they refuse --demo/--scenario (one line, exit 2), which their
+# --help therefore does not list.
+NO_DRIVER = frozenset({"fleet"})
+
+
+@dataclass(frozen=True, slots=True)
+class HelpExtras:
+    """What a command's --help shows after its options (also rendered into the man page).
+
+    ``about``: paragraphs after the one-line description (one holding a newline is laid out
+    already: its lines indented by two are commands); ``examples``: (command line, what it does);
+    ``exit_codes``: (status, meaning), ascending.
+    """
+
+    about: tuple[str, ...]
+    examples: tuple[tuple[str, str], ...]
+    exit_codes: tuple[tuple[int, str], ...]
+
+
+_INT = signal_exit(signal.SIGINT)
+_HUP = signal_exit(signal.SIGHUP)
+_TERM = signal_exit(signal.SIGTERM)
+_BAD_INPUT = (
+    "bad input (an option, a scenario file), or a driver that cannot be used (none installed, "
+    "version mismatch, no permission)"
+)
+_SIGNALS = (
+    (_HUP, "ended by SIGHUP (the terminal closed)"),
+    (_INT, "ended by Ctrl-C (SIGINT)"),
+    (_TERM, "ended by SIGTERM"),
+)
+_WRITE = "the output could not be written (a full disk, say)"
+
+# Key: the command's name ("" for gputop itself). Every code here is one the command returns:
+# tests/test_help.py makes each command return each code the simulator can produce.
+HELP_EXTRAS: dict[str, HelpExtras] = {
+    "": HelpExtras(
+        about=(
+            "Without a COMMAND: the dashboard, or with --once/--json one view of every GPU. "
+            "Where no NVIDIA library is installed, the dashboard shows the simulated demo box; "
+            "--once and --json say so and exit 2. Each COMMAND has its own --help.",
+        ),
+        examples=(
+            ("gputop", "the dashboard"),
+            ("gputop --demo=dgx", "the dashboard on a simulated 8-GPU box"),
+            ("gputop --once -pu", "one compact view with PIDs and users, then exit"),
+            ("gputop --json > snapshot.json", "the whole snapshot as JSON"),
+            (
+                "gputop --once --timeout 20",
+                "wait up to 20 s for a slow driver; a GPU still silent then: exit 3",
+            ),
+        ),
+        exit_codes=(
+            (EXIT_OK, "the dashboard quit; --once/--json printed every GPU"),
+            (EXIT_FAILURE, f"{_WRITE}, or the dashboard crashed"),
+            (EXIT_USAGE, _BAD_INPUT),
+            (
+                EXIT_TIMEOUT,
+                "--once/--json: a GPU did not answer within --timeout (shown NOT RESPONDING) "
+                "or the driver crashed; the others are printed",
+            ),
+            *_SIGNALS,
+        ),
+    ),
+    "doctor": HelpExtras(
+        about=(
+            "Lists the processes that hold a GPU without working (holder, defunct, orphan, "
+            "stopped) and GPU memory no listed process accounts for, each with the command "
+            "that would clean it up.",
+        ),
+        examples=(
+            ("gputop doctor", "diagnose this box"),
+            ("gputop doctor --demo=faults", "a simulated box with stuck processes: exit 1"),
+            (
+                "gputop doctor --timeout 20 > /dev/null || echo attention",
+                "in a script: the exit status alone",
+            ),
+        ),
+        exit_codes=(
+            (EXIT_OK, "nothing is stuck"),
+            (EXIT_STUCK, f"something is stuck or unaccounted for; or {_WRITE}"),
+            (EXIT_USAGE, _BAD_INPUT),
+            (EXIT_TIMEOUT, "a GPU did not answer within --timeout (the others are diagnosed)"),
+            *_SIGNALS,
+        ),
+    ),
+    "query": HelpExtras(
+        about=(
+            "The field names, headers and values of nvidia-smi --query-gpu and "
+            "--query-compute-apps, so scripts written for nvidia-smi keep working.",
+        ),
+        examples=(
+            (
+                "gputop query --query-gpu=index,name,utilization.gpu,memory.used --format=csv",
+                "one CSV row per GPU",
+            ),
+            (
+                "gputop query --query-gpu=timestamp,index,power.draw -l 5 -f log.csv",
+                "log every 5 s to log.csv until Ctrl-C",
+            ),
+            (
+                "gputop query --query-compute-apps=pid,process_name,used_memory --format=json",
+                "one JSON object per GPU process",
+            ),
+            ("gputop query --help-query-gpu", "every --query-gpu field"),
+        ),
+        exit_codes=(
+            (EXIT_OK, "every row printed"),
+            (EXIT_FAILURE, _WRITE),
+            (EXIT_USAGE, f"{_BAD_INPUT}; an unknown field; -f FILE cannot be written"),
+            (
+                EXIT_TIMEOUT,
+                "a run that ends by itself (no -l, or --count) printed a GPU that did not "
+                "answer within --timeout ([Unknown Error])",
+            ),
+            *_SIGNALS,
+        ),
+    ),
+    "dmon": HelpExtras(
+        about=("The columns and units of nvidia-smi dmon, one row per GPU per interval.",),
+        examples=(
+            ("gputop dmon", "power, temperature, utilisation and clocks every second"),
+            (
+                "gputop dmon -s pum -d 5 -o T",
+                "power, utilisation and memory every 5 s, with a time column",
+            ),
+            ("gputop dmon --demo -c 3", "three rows per simulated GPU, then exit"),
+        ),
+        exit_codes=(
+            (EXIT_OK, "-c N samples printed"),
+            (EXIT_FAILURE, _WRITE),
+            (EXIT_USAGE, f"{_BAD_INPUT}; an unknown metric group"),
+            (EXIT_TIMEOUT, "with -c: a row showed a GPU that did not answer within --timeout"),
+            *_SIGNALS,
+        ),
+    ),
+    "export": HelpExtras(
+        about=(
+            "Needs prometheus-client (the 'export' extra). Add it with the tool that installed\n"
+            "gputop (the distribution is gputop-nv):\n"
+            "  pipx inject gputop-nv prometheus-client\n"
+            "  uv tool install '.[export]'\n"
+            "  pip install '.[export]'\n"
+            "(the last two from a clone), or in gputop's own environment:\n"
+            "  pip install prometheus-client",
+            "Serves /metrics (the DCGM_FI_* names of dcgm-exporter plus gputop_* series) "
+            "and/or writes a textfile for node_exporter. A driver that cannot be used at start "
+            "ends it (exit 2) before anything listens.",
+        ),
+        examples=(
+            ("gputop export", "serve http://127.0.0.1:9400/metrics"),
+            ("gputop export --listen 0.0.0.0:9400", "let other hosts (Prometheus) scrape it"),
+            (
+                "gputop export --textfile /var/lib/node_exporter/textfile_collector",
+                "write gputop.prom there too",
+            ),
+            ("gputop export --demo --listen 127.0.0.1:9401", "the simulated demo box's metrics"),
+        ),
+        exit_codes=(
+            (EXIT_OK, "stopped by SIGTERM (systemctl stop, docker stop)"),
+            (
+                EXIT_USAGE,
+                f"{_BAD_INPUT}; prometheus-client missing; the port is taken",
+            ),
+            (_HUP, "ended by SIGHUP"),
+            (_INT, "ended by Ctrl-C (SIGINT)"),
+        ),
+    ),
+    "fleet": HelpExtras(
+        about=(
+            "Reads a Prometheus server that scrapes gputop exporters or dcgm-exporter; no "
+            "driver, hence no --demo (run `gputop export --demo` for Prometheus to scrape). "
+            "Without --once or --json: the overview, refreshed every --interval.",
+        ),
+        examples=(
+            ("gputop fleet --prometheus http://prometheus:9090", "the overview"),
+            (
+                "GPUTOP_PROMETHEUS=http://prometheus:9090 gputop fleet --once",
+                "one line per host and the stuck report",
+            ),
+            (
+                "gputop fleet --json --timeout 30",
+                "the fleet as JSON, for scripts (the server from $GPUTOP_PROMETHEUS)",
+            ),
+        ),
+        exit_codes=(
+            (EXIT_OK, "--once/--json: all is well (the overview: it quit)"),
+            (EXIT_FAILURE, "Prometheus could not be asked (refused, timed out, TLS, 401/403...)"),
+            (EXIT_USAGE, "bad input (a bad URL, an unreadable --token-file, --demo)"),
+            (EXIT_FLEET_STUCK, "stuck processes or unattributed GPU memory on some host"),
+            (EXIT_FLEET_BLIND, "some host down or stale"),
+            (EXIT_FLEET_STUCK_AND_BLIND, "both"),
+            *_SIGNALS,
+        ),
+    ),
+}
+
+_WIDTH = 79  # the epilog's fixed layout: the same text whatever the terminal
+
+
+def _description(name: str, one_line: str) -> str:
+    """The one-line description, then the command's paragraphs, wrapped to a fixed width."""
+    paragraphs = (one_line, *HELP_EXTRAS[name].about)
+    return "\n\n".join(p if "\n" in p else textwrap.fill(p, _WIDTH) for p in paragraphs)
+
+
+def epilog(name: str) -> str:
+    """The examples and exit status sections of a command's --help, from HELP_EXTRAS."""
+    extras = HELP_EXTRAS[name]
+    lines = ["examples:"]
+    for command, what in extras.examples:
+        lines.append(f"  {command}")
+        lines.extend(textwrap.wrap(what, _WIDTH, initial_indent=" " * 6, subsequent_indent=" " * 6))
+    lines += ["", "exit status:"]
+    for code, meaning in extras.exit_codes:
+        lines.extend(
+            textwrap.wrap(meaning, _WIDTH, initial_indent=f"  {code:<5}", subsequent_indent=" " * 7)
+        )
+    return "\n".join(lines)
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Option help wrapped to the terminal; description and epilog as laid out above."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -72,7 +308,9 @@ def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentPa
     """
     parser = _Parser(
         prog="gputop",
-        description="A terminal dashboard for NVIDIA GPUs. No options: the interactive dashboard.",
+        description=_description("", "A terminal dashboard for NVIDIA GPUs."),
+        epilog=epilog(""),
+        formatter_class=_Formatter,
     )
     parser.add_argument("-V", "--version", action="version", version=f"gputop {__version__}")
     _add_main_options(parser)
@@ -80,7 +318,7 @@ def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentPa
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         if commands is not None and name not in commands:
             if importlib.util.find_spec(module_name) is not None:
-                subs.add_parser(name, help=help_text, description=help_text)
+                _add_command(subs, name, help_text)
             continue
         try:
             module = importlib.import_module(module_name)
@@ -88,10 +326,33 @@ def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentPa
             if exc.name != module_name:
                 raise
             continue
-        sub = subs.add_parser(name, help=help_text, description=help_text)
+        sub = _add_command(subs, name, help_text)
         add_source_arguments(sub)
+        if name in NO_DRIVER:
+            _hide_source_arguments(sub)
         module.add_arguments(sub)
     return parser
+
+
+def _add_command(
+    subs: argparse._SubParsersAction[_Parser], name: str, help_text: str
+) -> argparse.ArgumentParser:
+    """The command's parser: its line in gputop's list, its description, examples and exit codes."""
+    return subs.add_parser(
+        name,
+        help=help_text,
+        description=_description(name, help_text),
+        epilog=epilog(name),
+        formatter_class=_Formatter,
+    )
+
+
+def _hide_source_arguments(parser: argparse.ArgumentParser) -> None:
+    """Leave --demo/--scenario out of a command's --help: still parsed, so that the command
+    itself refuses them with a line that says why."""
+    for action in parser._actions:
+        if action.dest in ("demo", "scenario"):
+            action.help = argparse.SUPPRESS
 
 
 def _add_main_options(parser: argparse.ArgumentParser) -> None:
@@ -121,7 +382,11 @@ def _add_main_options(parser: argparse.ArgumentParser) -> None:
         metavar="SEC",
         help=f"sampling interval in seconds, {INTERVAL_BOUNDS_HELP} (default 1)",
     )
-    ui.add_argument("--theme", default=None, help="a Textual theme name, e.g. nord, gruvbox")
+    ui.add_argument(
+        "--theme",
+        default=None,
+        help="a Textual theme name, e.g. nord, gruvbox (default: Textual's)",
+    )
     ui.add_argument(
         "--audit-log", metavar="FILE", default=None, help="append every signal sent to FILE"
     )
@@ -246,10 +511,10 @@ def _print_one_shot(args: argparse.Namespace, snapshot: Snapshot) -> None:
 def _timeout_exit(message: str | None) -> int:
     """0, or: what did not answer in one line on stderr (after the output), and exit 3."""
     if message is None:
-        return 0
+        return EXIT_OK
     sys.stdout.flush()  # the partial output first, then the line that explains it
     say(message)
-    return DriverTimeout.exit_code
+    return DriverTimeout.exit_code  # = EXIT_TIMEOUT
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -263,7 +528,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with signals.installed():
         code = _run_reporting(args, signals)
         if signals.received is not None:
-            code = 128 + signals.received
+            code = signal_exit(signals.received)
     return code
 
 
@@ -277,16 +542,16 @@ def _run_reporting(args: argparse.Namespace, signals: ExitSignals) -> int:
         say(str(exc))
         return exc.exit_code
     except KeyboardInterrupt:
-        return 130
+        return signal_exit(signal.SIGINT)
     except BrokenPipeError:
         # `gputop --once | head` closing the pipe early is not an error worth a word.
         silence(sys.stdout)
-        return 0
+        return EXIT_OK
     except OSError as exc:
         silence_if_broken(sys.stdout)
         say(describe_os_error(exc))
         # EIO is what a closed terminal answers: the same end as its SIGHUP.
-        return 128 + signal.SIGHUP if exc.errno == errno.EIO else 1
+        return signal_exit(signal.SIGHUP) if exc.errno == errno.EIO else EXIT_FAILURE
     except UnicodeEncodeError as exc:
         silence_if_broken(sys.stdout)
         bad = exc.object[exc.start : exc.end]
@@ -294,7 +559,7 @@ def _run_reporting(args: argparse.Namespace, signals: ExitSignals) -> int:
             f"cannot write {bad!r} in this terminal's encoding ({exc.encoding}); "
             "use a UTF-8 locale or PYTHONIOENCODING=utf-8"
         )
-        return 1
+        return EXIT_FAILURE
     except OverflowError as exc:
         say(f"number too large: {exc}")
-        return 1
+        return EXIT_FAILURE

@@ -18,6 +18,26 @@ from typing import Any
 
 from gputop.engine.sanitize import clean
 
+# Exit statuses: the one table that the commands return and their --help (gputop.cli.HELP_EXTRAS)
+# documents. 1 and 2 as most Unix tools; doctor's "something is stuck" is 1, as grep's "found".
+EXIT_OK = 0
+EXIT_FAILURE = (
+    1  # output could not be written, Prometheus could not be asked, the dashboard crashed
+)
+EXIT_STUCK = 1  # doctor: a process holds a GPU without working, or memory nobody accounts for
+EXIT_USAGE = 2  # bad input, or a driver that cannot be used (gputop.errors.GputopError)
+EXIT_TIMEOUT = 3  # a GPU did not answer within --timeout, or the driver process crashed
+EXIT_FLEET_STUCK = 4  # fleet: stuck processes or unattributed GPU memory on some host
+EXIT_FLEET_BLIND = 5  # fleet: some host down or stale
+EXIT_FLEET_STUCK_AND_BLIND = 6  # fleet: both
+SIGNAL_EXIT_BASE = 128  # ended by signal N: 128+N, as a shell reports it
+
+
+def signal_exit(signum: int) -> int:
+    """The exit status after signal ``signum`` (SIGHUP 129, SIGINT 130, SIGTERM 143)."""
+    return SIGNAL_EXIT_BASE + signum
+
+
 # Errors a write gives (on stdout, usually) without naming a file.
 _WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
 

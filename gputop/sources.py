@@ -111,12 +111,18 @@ def open_simulated(
     scenario: Scenario | str, clock: Clock | None = None, *, actors: bool = False
 ) -> NvmlSource:
     """Install ``scenario`` (a Scenario, or a shipped name / file path) and open the driver layer
-    on it in this process: a Source of simulated snapshots (tests, benches, demo frames)."""
+    on it in this process: a Source of simulated snapshots (tests, benches, demo frames).
+
+    With a ``clock`` of the caller's, every reading follows that clock: PCIe is read in line
+    even when a busy machine makes the call slow (else a thread would read it on the real one).
+    """
     from gputop import sim
     from gputop.engine.nvml import NvmlSource
 
     lib = sim.install(scenario, clock, actors=actors)
-    return NvmlSource(simulated=True, environ={}, dev_dir=lib.dev_dir)
+    return NvmlSource(
+        simulated=True, environ={}, dev_dir=lib.dev_dir, pcie_in_line=clock is not None
+    )
 
 
 def open_for_driver(config: DriverConfig) -> NvmlSource:

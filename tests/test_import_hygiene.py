@@ -29,7 +29,7 @@ class Layer:
     never: tuple[str, ...] = ()  # modules it must not import all the same
 
 
-# Who may import whom (the README's Layout section shows the same table). A layer may import
+# Who may import whom (docs/development.md's Layout shows the same table). A layer may import
 # itself only where it says so: the leaves import nothing from gputop, not even each other.
 LAYERS: dict[str, Layer] = {
     "leaves": Layer(

@@ -198,11 +198,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"seconds between samples, {INTERVAL_BOUNDS_HELP} (default 1)",
     )
     parser.add_argument(
-        "-c", "--count", type=positive_int, default=None, metavar="N", help="stop after N samples"
+        "-c",
+        "--count",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="stop after N samples (1 or more; default: until Ctrl-C)",
     )
-    parser.add_argument("-i", "--id", metavar="IDS", help="GPUs: index, UUID or PCI bus id list")
     parser.add_argument(
-        "-o", "--options", default="", metavar="DT", help="D: date column, T: time column"
+        "-i",
+        "--id",
+        metavar="IDS",
+        help="GPUs: index, UUID or PCI bus id list (default: every GPU)",
+    )
+    parser.add_argument(
+        "-o",
+        "--options",
+        default="",
+        metavar="DT",
+        help="D: a date column, T: a time column (default: neither)",
     )
     add_timeout_argument(
         parser,

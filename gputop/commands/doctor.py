@@ -27,7 +27,7 @@ from gputop.engine.enrich import attributed_memory_bytes, enrich, unattributed_t
 from gputop.engine.holders import HolderScan, scan_holders
 from gputop.engine.model import GpuSample, GpuState, ProcessRow, ProcState, Snapshot
 from gputop.errors import DriverTimeout, UsageError
-from gputop.exits import reader_may_leave, say
+from gputop.exits import EXIT_OK, EXIT_STUCK, reader_may_leave, say
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,7 +44,7 @@ class Diagnosis:
         """0: healthy; 1: something is stuck; 3: some GPU did not answer (the view is partial)."""
         if self.silent_gpus:
             return DriverTimeout.exit_code
-        return 1 if self.stuck_processes or self.unattributed else 0
+        return EXIT_STUCK if self.stuck_processes or self.unattributed else EXIT_OK
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -25,7 +25,7 @@ from types import FrameType, ModuleType
 from typing import TYPE_CHECKING
 
 from gputop.errors import UsageError
-from gputop.exits import EXIT_SIGNALS, handling
+from gputop.exits import EXIT_OK, EXIT_SIGNALS, handling, signal_exit
 
 if TYPE_CHECKING:
     from gputop.engine.sampler import Sampler
@@ -42,7 +42,10 @@ DEFAULT_INTERVAL_S = 5.0
 OPEN_WAIT_S = 5.0
 # Not "pip install gputop[export]": the "gputop" on PyPI is another project (this one is
 # gputop-nv); prometheus-client alone is what is missing.
-MISSING_CLIENT = "the exporter needs prometheus-client: pip install prometheus-client"
+MISSING_CLIENT = (
+    "the exporter needs prometheus-client: pip install prometheus-client"
+    " (pipx: pipx inject gputop-nv prometheus-client)"
+)
 HOST_LABEL_CHOICES = ("Hostname", "hostname")  # = gputop.export.metrics.HOST_LABELS, unimported
 
 
@@ -112,8 +115,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--listen",
         metavar="HOST:PORT",
         default=None,
-        help=f"serve /metrics here (default {DEFAULT_LISTEN}; only --textfile: no HTTP). "
-        "Use 0.0.0.0:9400 or [::]:9400 to let other hosts scrape",
+        help=f"serve /metrics here, PORT 0 to 65535 (default {DEFAULT_LISTEN}; only --textfile: "
+        "no HTTP). Use 0.0.0.0:9400 or [::]:9400 to let other hosts scrape",
     )
     parser.add_argument(
         "--interval",
@@ -233,8 +236,8 @@ def exit_code(received: list[int]) -> int:
     while 143 would mark the unit failed (unless SuccessExitStatus=143).
     """
     if not received or received[0] == signal.SIGTERM:
-        return 0
-    return 128 + received[0]
+        return EXIT_OK
+    return signal_exit(received[0])
 
 
 def _serve(

@@ -17,7 +17,12 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from gputop.argtypes import INTERVAL_BOUNDS_HELP, interval_seconds, timeout_seconds
+from gputop.argtypes import (
+    INTERVAL_BOUNDS_HELP,
+    TIMEOUT_BOUNDS_HELP,
+    interval_seconds,
+    timeout_seconds,
+)
 from gputop.errors import UsageError
 from gputop.fleet.client import DEFAULT_TIMEOUT_S, ENV_URL, client_from
 
@@ -49,17 +54,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=timeout_seconds,
         default=DEFAULT_TIMEOUT_S,
         metavar="SEC",
-        help=f"how long all the queries may take together (default {DEFAULT_TIMEOUT_S:g})",
+        help=f"how long all the queries may take together, {TIMEOUT_BOUNDS_HELP} "
+        f"(default {DEFAULT_TIMEOUT_S:g})",
     )
     parser.add_argument(
         "-1",
         "--once",
         action="store_true",
-        help="print one line per host, the stuck report; exit 4: stuck processes or "
-        "unattributed memory somewhere, 5: a host down or stale, 6: both",
+        help="print one line per host and the stuck report, then exit (exit status below)",
     )
     parser.add_argument(
-        "--json", action="store_true", help="print the fleet as JSON (the same exit codes)"
+        "--json",
+        action="store_true",
+        help="print the fleet as JSON, then exit (the same exit status)",
     )
     parser.add_argument(
         "--interval",
@@ -70,7 +77,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"the overview: seconds between reads, {INTERVAL_BOUNDS_HELP} "
         f"(default {DEFAULT_INTERVAL_S:g})",
     )
-    parser.add_argument("--theme", default=None, help="the overview: a Textual theme name")
+    parser.add_argument(
+        "--theme", default=None, help="the overview: a Textual theme name (default: Textual's)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

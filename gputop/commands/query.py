@@ -67,7 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--format",
         default="csv",
         metavar="FMT",
-        help="csv[,noheader][,nounits] (as nvidia-smi), or json: one object per line",
+        help="csv[,noheader][,nounits] (as nvidia-smi), or json: one object per line (default csv)",
     )
     parser.add_argument(
         "-l",
@@ -88,13 +88,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("-f", "--filename", metavar="FILE", help="write to FILE, not stdout")
     parser.add_argument(
-        "-i", "--id", metavar="IDS", help="only these GPUs: index, UUID or PCI bus id, comma list"
+        "-i",
+        "--id",
+        metavar="IDS",
+        help="only these GPUs: index, UUID or PCI bus id, comma list (default: every GPU)",
     )
     parser.add_argument(
         "--count",
         type=positive_int,
         metavar="N",
-        help=f"stop after N samples, one interval apart (without -l: {DEFAULT_LOOP_S:g} s)",
+        help="stop after N samples (1 or more), one interval apart (without -l: "
+        f"{DEFAULT_LOOP_S:g} s; default: 1 sample without -l, until Ctrl-C with it)",
     )
     add_timeout_argument(
         parser,

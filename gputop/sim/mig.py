@@ -243,7 +243,34 @@ class _GpuInstance:
     extra_used_mib: float = 0.0
 
 
-GI_KEYS = {"profile", "id", "compute_instances", "extra_used_mib"}
+@dataclass(frozen=True, slots=True)
+class ScenarioKey:
+    """A key a scenario table accepts: its TOML type, the default the parser uses (None: none,
+    or one worked out, which ``note`` then says) and a note. The reference page of the scenario
+    keys (scripts/gen_reference.py) is generated from these tables."""
+
+    kind: str
+    default: Any = None
+    note: str = ""
+
+
+# [[gpu.gpu_instances]]
+GI_KEYS: dict[str, ScenarioKey] = {
+    "profile": ScenarioKey("string", note="required: a profile of this board, e.g. 3g.40gb"),
+    "id": ScenarioKey("integer", note="the GPU instance id; default 1, 2, ... in order"),
+    "compute_instances": ScenarioKey(
+        "array of integers or tables",
+        [0],
+        "compute instance ids, one MIG device each ([0]: one spanning the GPU instance)",
+    ),
+    "extra_used_mib": ScenarioKey("number", 0, "memory in use that no listed process owns"),
+}
+# A compute instance given as a table, in compute_instances.
+CI_KEYS: dict[str, ScenarioKey] = {
+    "id": ScenarioKey("integer", note="required"),
+    "slices": ScenarioKey("integer", 0, "0: the GPU instance's slices shared out"),
+    "uuid": ScenarioKey("string", note="default: made from the seed and the ids"),
+}
 
 
 def mig_devices(
@@ -256,7 +283,7 @@ def mig_devices(
         at = f"{where}: gpu_instances[{n}]"
         if not isinstance(spec, dict):
             raise UsageError(f"scenario: {at}: expected a table")
-        unknown = set(spec) - GI_KEYS
+        unknown = set(spec) - set(GI_KEYS)
         if unknown:
             raise UsageError(f"scenario: {at}: unknown keys {sorted(unknown)}")
         name = str(spec.get("profile", ""))
@@ -264,7 +291,9 @@ def mig_devices(
             known = ", ".join(profiles)
             raise UsageError(f"scenario: {at}: unknown profile {name!r} (this board: {known})")
         profile = profiles[name]
-        cis = _compute_instances(spec.get("compute_instances", [0]), at)
+        cis = _compute_instances(
+            spec.get("compute_instances", GI_KEYS["compute_instances"].default), at
+        )
         # A lone CI without a size spans its GI; several take a slice each unless sized.
         whole = profile.slices if len(cis) == 1 else 1
         cis = tuple(replace(c, slices=c.slices or whole) for c in cis)
@@ -273,7 +302,7 @@ def mig_devices(
                 id=int(spec.get("id", n + 1)),
                 profile=profile,
                 compute_instances=cis,
-                extra_used_mib=float(spec.get("extra_used_mib", 0)),
+                extra_used_mib=float(spec.get("extra_used_mib", GI_KEYS["extra_used_mib"].default)),
             )
         )
         ci_slices = sum(c.slices for c in cis)
@@ -309,7 +338,7 @@ def _compute_instances(raw: Any, where: str) -> tuple[_ComputeInstance, ...]:
     out: list[_ComputeInstance] = []
     for item in raw:
         if isinstance(item, dict):
-            unknown = set(item) - {"id", "slices", "uuid"}
+            unknown = set(item) - set(CI_KEYS)
             if unknown or "id" not in item:
                 raise UsageError(
                     f"scenario: {where}: a compute instance needs an id; "
@@ -319,7 +348,7 @@ def _compute_instances(raw: Any, where: str) -> tuple[_ComputeInstance, ...]:
             out.append(
                 _ComputeInstance(
                     id=int(item["id"]),
-                    slices=int(item.get("slices", 0)),
+                    slices=int(item.get("slices", CI_KEYS["slices"].default)),
                     uuid=None if uuid is None else str(uuid),
                 )
             )

@@ -14,7 +14,7 @@ import random
 import stat
 import tomllib
 import zlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from gputop.engine.model import THROTTLE_REASON_BITS
 from gputop.engine.sanitize import clean
 from gputop.errors import UsageError
 from gputop.sim.actors import ActorSpec
-from gputop.sim.mig import SimMigDevice, mig_devices
+from gputop.sim.mig import ScenarioKey, SimMigDevice, mig_devices
 
 _TWO_PI = 2 * math.pi  # the same float `2 * math.pi * t` starts with
 
@@ -82,7 +82,7 @@ def _reading(raw: Any, where: str) -> Wave:
     if isinstance(raw, int | float):
         return Wave(base=float(raw))
     if isinstance(raw, dict):
-        unknown = set(raw) - set(Wave.__dataclass_fields__)
+        unknown = set(raw) - {f.name for f in fields(Wave) if f.init}  # not `fixed`
         if unknown:
             raise UsageError(f"scenario: {where}: unknown wave keys {sorted(unknown)}")
         if "base" not in raw:
@@ -243,33 +243,54 @@ CALL_ERRORS = {
 
 COMPUTE_MODES = {"default": 0, "exclusive_thread": 1, "prohibited": 2, "exclusive_process": 3}
 
-GPU_KEYS = {
-    "name",
-    "uuid",
-    "pci_bus_id",
-    "memory_total_mib",
-    "processes",
-    "fans",
-    "throttle_reasons",
-    "compute_mode",
-    "persistence",
-    "mig",
-    "mig_pending",
-    "gpu_instances",
-    "mig_call_errors",
-    "compute_capability",
-    "serial",
-    "extra_used_by",
-    "lost_after_s",
-    "slow_calls",
-    "unsupported",
-    "call_errors",
-    "count",
-    "xids",
-    *DEFAULT_READINGS,
-    *DERIVED_READINGS,
-    *DEFAULT_TEXTS,
+# A [[gpu]] table's keys besides its readings and texts, with the defaults the parser uses.
+GPU_SETTINGS: dict[str, ScenarioKey] = {
+    "name": ScenarioKey("string", "NVIDIA A100-SXM4-80GB", "the product name"),
+    "count": ScenarioKey("integer", 1, "this many GPUs alike"),
+    "uuid": ScenarioKey("string", note="default: made from the seed and the GPU's index"),
+    "pci_bus_id": ScenarioKey("string", note="default: 00000000:10:00.0, 00000000:20:00.0, ..."),
+    "memory_total_mib": ScenarioKey("integer", 81920),
+    "processes": ScenarioKey("array of tables", [], "[[gpu.processes]]: its process contexts"),
+    "fans": ScenarioKey("integer", 1),
+    "throttle_reasons": ScenarioKey(
+        "array of strings", [], "of: " + ", ".join(THROTTLE_REASON_BITS)
+    ),
+    "compute_mode": ScenarioKey("string", "default", "one of: " + ", ".join(COMPUTE_MODES)),
+    "persistence": ScenarioKey('boolean or "unsupported"', True),
+    "mig": ScenarioKey('boolean or "unsupported"', False, "MIG mode"),
+    "mig_pending": ScenarioKey(
+        'boolean or "unsupported"', note="MIG mode after the next reset; default: as now"
+    ),
+    "gpu_instances": ScenarioKey(
+        "array of tables", [], "[[gpu.gpu_instances]]: its MIG devices (needs mig = true)"
+    ),
+    "mig_call_errors": ScenarioKey(
+        "table", {}, "as call_errors, for the calls on its MIG devices' handles"
+    ),
+    "compute_capability": ScenarioKey("array [major, minor]", [8, 0]),
+    "serial": ScenarioKey(
+        'string or "unsupported"', note="default: made from the seed and the GPU's index"
+    ),
+    "extra_used_by": ScenarioKey("string", note="the actor whose death frees extra_used_mib"),
+    "lost_after_s": ScenarioKey("number", note="the GPU falls off the bus at this scenario time"),
+    "slow_calls": ScenarioKey("table", {}, "NVML function name = delay in seconds"),
+    "unsupported": ScenarioKey(
+        "array of strings", [], "NVML function names that answer NOT_SUPPORTED"
+    ),
+    "call_errors": ScenarioKey(
+        "table", {}, "NVML function name = the error it answers: " + ", ".join(CALL_ERRORS)
+    ),
+    "xids": ScenarioKey(
+        "array of tables", [], "critical Xid errors: {at_s = 40, xid = 13}, both required"
+    ),
 }
+
+GPU_KEYS = {*GPU_SETTINGS, *DEFAULT_READINGS, *DERIVED_READINGS, *DEFAULT_TEXTS}
+
+
+def _setting(spec: dict[str, Any], key: str) -> Any:
+    """The [[gpu]] table's ``key``, or its default."""
+    return spec.get(key, GPU_SETTINGS[key].default)
 
 
 FAULT_KINDS = ("hang", "crash")
@@ -326,7 +347,7 @@ class Scenario:
         seed = int(data.get("seed", 0))
         gpus: list[SimGpu] = []
         for spec in data.get("gpu", []):
-            for _ in range(int(spec.get("count", 1))):
+            for _ in range(int(spec.get("count", GPU_SETTINGS["count"].default))):
                 gpus.append(_gpu_from_dict(spec, len(gpus), seed))
         if data.get("process_api", "v3") not in ("v1", "v2", "v3"):
             raise UsageError("scenario: process_api must be v1, v2 or v3")
@@ -359,27 +380,27 @@ def _gpu_from_dict(spec: dict[str, Any], index: int, seed: int) -> SimGpu:
         raw = spec.get(key, spec.get(like, DEFAULT_READINGS[like]))
         readings[key] = None if raw == "unsupported" else _reading(raw, f"{where}: {key}")
     reasons = 0
-    for reason in spec.get("throttle_reasons", []):
+    for reason in _setting(spec, "throttle_reasons"):
         if reason not in THROTTLE_REASON_BITS:
             raise UsageError(f"scenario: {where}: unknown throttle reason {reason!r}")
         reasons |= THROTTLE_REASON_BITS[reason]
-    mode = str(spec.get("compute_mode", "default")).lower()
+    mode = str(_setting(spec, "compute_mode")).lower()
     if mode not in COMPUTE_MODES:
         raise UsageError(f"scenario: {where}: unknown compute_mode {mode!r}")
     crc = zlib.crc32(f"{seed}:{index}".encode())
-    cc = spec.get("compute_capability", [8, 0])
-    mig = _flag(spec.get("mig", False))
-    memory_total_mib = int(spec.get("memory_total_mib", 81920))
-    migs = mig_devices(spec.get("gpu_instances", []), memory_total_mib, where, f"{seed}:{index}")
+    cc = _setting(spec, "compute_capability")
+    mig = _flag(_setting(spec, "mig"))
+    memory_total_mib = int(_setting(spec, "memory_total_mib"))
+    migs = mig_devices(_setting(spec, "gpu_instances"), memory_total_mib, where, f"{seed}:{index}")
     if migs and mig is not True:
         raise UsageError(f"scenario: {where}: gpu_instances need mig = true")
     made: dict[Any, Wave] = {}  # one Wave for each distinct reading of the GPU's processes
     processes = tuple(
         _placed(_process_from_dict(p, f"{where}: process", made), migs, f"{where}: process")
-        for p in spec.get("processes", [])
+        for p in _setting(spec, "processes")
     )
     return SimGpu(
-        name=str(spec.get("name", "NVIDIA A100-SXM4-80GB")),
+        name=str(_setting(spec, "name")),
         uuid=str(
             spec.get("uuid") or f"GPU-{crc:08x}-{index:04x}-4{crc % 4096:03x}-8000-{crc:012x}"
         ),
@@ -387,28 +408,28 @@ def _gpu_from_dict(spec: dict[str, Any], index: int, seed: int) -> SimGpu:
         memory_total_mib=memory_total_mib,
         readings=readings,
         processes=processes,
-        fans=int(spec.get("fans", 1)),
+        fans=int(_setting(spec, "fans")),
         throttle_reasons=reasons,
         compute_mode=COMPUTE_MODES[mode],
-        persistence=_flag(spec.get("persistence", True)),
+        persistence=_flag(_setting(spec, "persistence")),
         mig=mig,
         mig_pending=None if "mig_pending" not in spec else _flag(spec["mig_pending"]),
         mig_devices=migs,
-        mig_call_errors=_call_errors(spec.get("mig_call_errors", {}), where),
+        mig_call_errors=_call_errors(_setting(spec, "mig_call_errors"), where),
         compute_capability=(int(cc[0]), int(cc[1])) if cc else None,
         serial=None
         if spec.get("serial") == "unsupported"
         else str(spec.get("serial") or f"1652{crc:09d}"[:13]),
         extra_used_by=spec.get("extra_used_by"),
         lost_after_s=spec.get("lost_after_s"),
-        slow_calls={str(k): float(v) for k, v in spec.get("slow_calls", {}).items()},
-        unsupported=frozenset(spec.get("unsupported", [])),
-        call_errors=_call_errors(spec.get("call_errors", {}), where),
+        slow_calls={str(k): float(v) for k, v in _setting(spec, "slow_calls").items()},
+        unsupported=frozenset(_setting(spec, "unsupported")),
+        call_errors=_call_errors(_setting(spec, "call_errors"), where),
         texts={
             k: None if (v := spec.get(k, d)) == "unsupported" else str(v)
             for k, d in DEFAULT_TEXTS.items()
         },
-        xids=_xids(spec.get("xids", []), where),
+        xids=_xids(_setting(spec, "xids"), where),
     )
 
 

@@ -50,7 +50,7 @@ KEYS: list[Binding] = [
         "filter",
         "Filter",
         key_display="/",
-        tooltip="filter by PID, user, command or state",
+        tooltip="filter by PID, user, command, name, state, container, pod or namespace",
         # Priority: handled as it arrives, so the keys typed right after it (fast, or pasted)
         # go to the filter box, not to the table. In the box itself it is just a "/".
         priority=True,

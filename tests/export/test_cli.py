@@ -101,7 +101,8 @@ def test_missing_prometheus_client_message() -> None:
     )
     assert proc.returncode == 2
     assert proc.stderr == (
-        "gputop: the exporter needs prometheus-client: pip install prometheus-client\n"
+        "gputop: the exporter needs prometheus-client: pip install prometheus-client"
+        " (pipx: pipx inject gputop-nv prometheus-client)\n"
     )
     assert proc.stdout == ""
 

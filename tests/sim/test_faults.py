@@ -92,5 +92,5 @@ def test_the_shipped_flaky_box_hangs_then_crashes_then_recovers() -> None:
     by_kind = {f.kind: f for f in flaky.faults}
     hang, crash = by_kind["hang"], by_kind["crash"]
     assert hang.until_s is not None and crash.until_s is not None
-    assert hang.until_s <= crash.after_s  # one trouble at a time, as the README tells it
+    assert hang.until_s <= crash.after_s  # one trouble at a time, as the robustness guide tells it
     assert not any(f.active(crash.until_s) for f in flaky.faults)  # well again afterwards

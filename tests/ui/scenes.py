@@ -1,23 +1,32 @@
 """Dashboard pictures: `python -m tests.ui.scenes DIR` writes the README's SVG screenshots.
 
-The screenshots are of the real demo: its actors are real processes, so the users, PIDs and
-commands are what `gputop --demo` shows on the machine that takes them. The SVG snapshot tests
-need pictures that never change: they draw gputop.demo_frames (a shipped scenario on a
-hand-moved clock) with :func:`feed`.
+Every picture is drawn from fixed frames on a fixed clock, so two runs on any machine write the
+same bytes: the screenshots show the showcase box (tests/ui/showcase.py: a shared training server
+with a full history), the SVG snapshot tests draw gputop.demo_frames. Both post their frames with
+:func:`feed` and read the time from :func:`frozen_clock`. Rich names an SVG's styles after a hash
+of what it draws, so equal screens give equal files.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from gputop.demo_frames import demo_frames
-from gputop.engine.model import ProcessRow, Snapshot
+from gputop.engine.model import ProcState, Snapshot
 
 SIZES = ((200, 60), (80, 24))
+PICTURES = ("main", "kill-stuck", "gpu-detail")
+HERO = "main-200x60.svg"  # the README's first picture
+TITLE = "gputop"
+KILL_STATE = ProcState.ORPHAN  # the kill picture tags every orphan: the crashed job's workers
 
-__all__ = ["demo_frames", "feed", "frozen_clock"]
+__all__ = ["demo_frames", "feed", "frozen_clock", "pictures", "show"]
 
 
 async def feed(app: object, pilot: object, frames: list[Snapshot]) -> None:
@@ -41,72 +50,127 @@ def frozen_clock(frames: list[Snapshot]) -> float:
     return frames[-1].taken_at_mono + 0.5
 
 
-def _is_stuck(row: ProcessRow | None) -> bool:
-    return row is not None and row.stuck
+@contextlib.contextmanager
+def fixed_terminal() -> Iterator[None]:
+    """What a picture must not take from the machine drawing it: the time zone (the header's
+    time of day), NO_COLOR, the locale's glyph set (ASCII on a C locale) and a blinking cursor."""
+    from textual.widgets import Input
+
+    from gputop import glyphs
+    from gputop.ui import text
+
+    saved_env = {name: os.environ.get(name) for name in ("TZ", "NO_COLOR")}
+    saved_glyphs, saved_blink = text.GLYPHS, Input.cursor_blink
+    os.environ["TZ"] = "UTC"
+    os.environ.pop("NO_COLOR", None)
+    time.tzset()
+    text.GLYPHS, Input.cursor_blink = glyphs.UNICODE, False
+    try:
+        yield
+    finally:
+        text.GLYPHS, Input.cursor_blink = saved_glyphs, saved_blink
+        for name, value in saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        time.tzset()
 
 
-def _save(app: object, path: Path) -> Path:
+async def show(app: object, pilot: object, frames: list[Snapshot]) -> None:
+    """The main screen after ``frames``: all but the last two go straight into the app's history
+    (what it does with each frame it is posted: posting hundreds one by one only costs time), the
+    last two are posted."""
+    from gputop.ui.app import GputopApp
+
+    assert isinstance(app, GputopApp)
+    for frame in frames[:-2]:
+        app.history.append(frame)
+    await feed(app, pilot, frames[-2:])
+
+
+def _first_row(app: object, state: ProcState) -> int:
     from textual.app import App
 
-    assert isinstance(app, App)
-    path.write_text(app.export_screenshot(title="gputop"), encoding="utf-8")
-    return path
-
-
-LIVE_WARMUP_S = 12.0  # samples enough for the sparklines and the holder scan to have a say
-
-
-async def _shoot_live(out_dir: Path, size: tuple[int, int]) -> list[Path]:
-    """The real demo, sampled live: main screen, the kill dialog on a stuck process it would
-    signal (not a zombie: the dialog refuses those and offers the parent), the GPU detail."""
-    from gputop.engine.model import ProcState
-    from gputop.sources import open_source
-    from gputop.ui.app import make_app
-    from gputop.ui.screens.confirm_kill import ConfirmKill
     from gputop.ui.widgets.process_table import ProcessTable
 
-    source = open_source(demo="demo", isolated=True)
-    app = make_app(source)
-    written: list[Path] = []
+    assert isinstance(app, App)
+    table = app.query_one(ProcessTable)
+    keys = table.visible_keys()
+    return next(i for i, k in enumerate(keys) if (r := table.row(k)) and r.state is state)
+
+
+async def _shoot(
+    frames: list[Snapshot], size: tuple[int, int], names: tuple[str, ...]
+) -> dict[str, str]:
+    """The pictures ``names`` at ``size``: the main screen; the kill dialog on the tagged orphans
+    (stuck workers it would signal); the GPU detail of the busiest process's GPU."""
+    from gputop.ui.app import make_app
+    from gputop.ui.screens.confirm_kill import ConfirmKill
+    from gputop.ui.screens.gpu_detail import GpuDetailScreen
+    from gputop.ui.widgets.process_table import ProcessTable
+
+    app = make_app(None, start_sampler=False, clock=lambda: frozen_clock(frames))
     tag = f"{size[0]}x{size[1]}"
-    try:
-        async with app.run_test(size=size) as pilot:
-            await asyncio.sleep(LIVE_WARMUP_S)
-            await pilot.pause()
-            written.append(_save(app, out_dir / f"main-{tag}.svg"))
-            table = app.query_one(ProcessTable)
-            keys = table.visible_keys()
+    shots: dict[str, str] = {}
 
-            def signalable(key: str) -> bool:
-                row = table.row(key)
-                return _is_stuck(row) and row is not None and row.state is not ProcState.DEFUNCT
+    def save(name: str) -> None:
+        if name in names:
+            shots[f"{name}-{tag}.svg"] = app.export_screenshot(title=TITLE)
 
-            table.move_cursor(row=next(i for i, k in enumerate(keys) if signalable(k)))
+    async with app.run_test(size=size) as pilot:
+        await show(app, pilot, frames)
+        save("main")
+        table = app.query_one(ProcessTable)
+        if "kill-stuck" in names:
+            orphans = sum(1 for r in frames[-1].processes if r.state is KILL_STATE)
+            table.move_cursor(row=_first_row(app, KILL_STATE))  # the orphans sort together
+            await pilot.press(*["space"] * orphans)  # each tags a row and moves down
             await pilot.press("k")
             await pilot.pause()
             assert isinstance(app.screen, ConfirmKill)
-            written.append(_save(app, out_dir / f"kill-stuck-{tag}.svg"))
+            save("kill-stuck")
             await pilot.press("escape")
-            await pilot.press("d")
-            await asyncio.sleep(1.5)
             await pilot.pause()
-            written.append(_save(app, out_dir / f"gpu-detail-{tag}.svg"))
-    finally:
-        source.close()
-    return written
+        if "gpu-detail" in names:
+            # The table's first active row uses the most memory: the training job's.
+            table.move_cursor(row=_first_row(app, ProcState.ACTIVE))
+            await pilot.press("d")
+            await pilot.pause()
+            assert isinstance(app.screen, GpuDetailScreen)
+            save("gpu-detail")
+    return shots
+
+
+def pictures(
+    names: tuple[str, ...] = PICTURES,
+    sizes: tuple[tuple[int, int], ...] = SIZES,
+    frames: list[Snapshot] | None = None,
+) -> dict[str, str]:
+    """The screenshots' file names and SVG texts: the showcase box (its frames, unless given),
+    drawn the same everywhere."""
+    from tests.ui.showcase import showcase_frames
+
+    frames = showcase_frames() if frames is None else frames
+    shots: dict[str, str] = {}
+    with fixed_terminal():
+        for size in sizes:
+            shots.update(asyncio.run(_shoot(frames, size, names)))
+    return shots
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Write the screenshots of the real demo into the directory given (created if needed)."""
+    """Write the screenshots into the directory given (created if needed)."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         print("usage: python -m tests.ui.scenes DIR", file=sys.stderr)
         return 2
     out_dir = Path(args[0])
     out_dir.mkdir(parents=True, exist_ok=True)
-    for size in SIZES:
-        for path in asyncio.run(_shoot_live(out_dir, size)):
-            print(path)
+    for name, svg in pictures().items():
+        path = out_dir / name
+        path.write_text(svg, encoding="utf-8")
+        print(path)
     return 0
 
 

@@ -77,10 +77,13 @@ class NvmlSource(SourceBase):
         simulated: bool = False,
         counters: bool = True,
         dev_dir: str = "/dev",
+        pcie_in_line: bool = False,
     ):
         """Open NVML. ``counters``: also read the exporter's GpuCounters each snapshot (and
         register for Xid events); without them Snapshot.counters is empty and a tick is cheaper.
         ``dev_dir``: where this box's /dev/nvidia* files are (a simulated box has its own).
+        ``pcie_in_line``: never move PCIe reads to their own thread, however slow (a simulated
+        box on a hand-moved clock: that thread would read on the real clock).
         """
         self.simulated = simulated
         self.dev_dir = dev_dir
@@ -115,7 +118,7 @@ class NvmlSource(SourceBase):
             self._static.append(read_static(self._handles[-1]))
         self._assign_cuda_indices()
         self._system = read_system(simulated=simulated)
-        self._pcie = _PcieReader(self._handles)
+        self._pcie = _PcieReader(self._handles, in_line=pcie_in_line)
         # Opt-in (the exporter, --json): the dashboard never shows them, and they made a tick
         # about half as expensive again.
         self._counters = CounterReader(self._handles) if counters else None
@@ -379,13 +382,17 @@ class _PcieReader:
     On real hardware two such calls per GPU would make a snapshot of 8 GPUs take a third of a
     second. When a call is that slow, a daemon thread of its own keeps the latest values and
     snapshots take those; when it is fast (the simulator, some drivers) it is read in line.
+    ``in_line``: always in line.
     """
 
     SLOW_S = 0.005
 
-    def __init__(self, handles: list[Any | None], interval_s: float = 1.0) -> None:
+    def __init__(
+        self, handles: list[Any | None], interval_s: float = 1.0, *, in_line: bool = False
+    ) -> None:
         self._handles = handles
         self._interval_s = interval_s
+        self._in_line = in_line
         self._latest: dict[int, tuple[int | None, int | None]] = {}
         self._slow = False
         self._stop = threading.Event()
@@ -398,7 +405,7 @@ class _PcieReader:
         started = time.monotonic()
         value = self._read_one(h)
         self._latest[index] = value
-        if not self._slow and time.monotonic() - started > self.SLOW_S:
+        if not (self._slow or self._in_line) and time.monotonic() - started > self.SLOW_S:
             self._slow = True
             self._thread = threading.Thread(target=self._run, name="gputop-pcie", daemon=True)
             self._thread.start()

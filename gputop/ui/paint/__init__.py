@@ -1,7 +1,7 @@
 """Painting machinery: faster paths through Textual for what the dashboard repaints every tick.
 
-What each module saves. The figures are the README's (Performance) and the modules' own
-docstrings'; the README's come from ``make bench`` on the project's 2-core CI-class VM with the
+What each module saves. The figures are docs/performance.md's and the modules' own
+docstrings'; those come from ``make bench`` on the project's 2-core CI-class VM with the
 simulated 8-GPU ``dgx`` scenario (40 processes) in a 200x60 tmux at a 1 s interval, where the whole
 dashboard costs 0.70-0.80 % of one core.
 

@@ -146,9 +146,9 @@ class CountingClient(PrometheusClient):
     count = 0
     ranges = 0
 
-    def query(self, promql: str, *, timeout_s: float | None = None):  # type: ignore[no-untyped-def]
+    def query(self, promql: str, *, at: float | None = None, timeout_s: float | None = None):  # type: ignore[no-untyped-def]
         self.count += 1
-        return super().query(promql, timeout_s=timeout_s)
+        return super().query(promql, at=at, timeout_s=timeout_s)
 
     def query_range(self, promql: str, **kwargs):  # type: ignore[no-untyped-def]
         self.ranges += 1

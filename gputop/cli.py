@@ -212,6 +212,15 @@ HELP_EXTRAS: dict[str, HelpExtras] = {
                 "write gputop.prom there too",
             ),
             ("gputop export --demo --listen 127.0.0.1:9401", "the simulated demo box's metrics"),
+            (
+                "gputop export --hostname-label Hostname",
+                "the host label of dcgm-exporter before 4.6.0-4.8.3",
+            ),
+            ("gputop export --field-names both", "DCGM 4.7's names and units as well"),
+            (
+                "gputop export --listen 0.0.0.0:9400 --web-config-file web.yml",
+                "TLS and/or basic auth (exporter-toolkit format)",
+            ),
         ),
         exit_codes=(
             (EXIT_OK, "stopped by SIGTERM (systemctl stop, docker stop)"),
@@ -244,8 +253,12 @@ HELP_EXTRAS: dict[str, HelpExtras] = {
             (EXIT_OK, "--once/--json: all is well (the overview: it quit)"),
             (EXIT_FAILURE, "Prometheus could not be asked (refused, timed out, TLS, 401/403...)"),
             (EXIT_USAGE, "bad input (a bad URL, an unreadable --token-file, --demo)"),
-            (EXIT_FLEET_STUCK, "stuck processes or unattributed GPU memory on some host"),
-            (EXIT_FLEET_BLIND, "some host down or stale"),
+            (EXIT_FLEET_STUCK, "stuck processes, unattributed GPU memory or Xid errors on a host"),
+            (
+                EXIT_FLEET_BLIND,
+                "some host down or stale, a GPU lost or not responding, a driver gputop cannot "
+                "read, or a host without GPU series (legacy or DCGM 4.7 names)",
+            ),
             (EXIT_FLEET_STUCK_AND_BLIND, "both"),
             *_SIGNALS,
         ),

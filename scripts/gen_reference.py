@@ -382,12 +382,13 @@ def render_keys() -> str:
 def render_metrics() -> str:
     from gputop.engine.model import Snapshot, SystemInfo
     from gputop.export.metrics import (
-        COUNTER_FIELDS,
         DCGM_FIELDS,
         DCGM_LABELS,
         DRIVER_LABEL,
         HOST_LABEL,
         MIG_LABELS,
+        POD_LABELS,
+        XID_LABELS,
         Kind,
         snapshot_families,
     )
@@ -397,31 +398,40 @@ def render_metrics() -> str:
         "# Metrics",
         "",
         _note("gputop.export.metrics"),
-        "What `gputop export` serves. The `DCGM_FI_*` series carry dcgm-exporter's names, HELP "
-        f"texts and labels: {dcgm_labels} (`{HOST_LABEL}` when the host's name is known; "
-        "`--hostname-label hostname` renames it). A series of a MIG device adds "
-        f"{', '.join(code(n) for n in MIG_LABELS)} after `modelName`. A reading the driver "
-        "does not give is left out, as dcgm-exporter leaves out blank values; dcgm-exporter's "
-        "counters are gauges here, under the same names.",
+        "What `gputop export` serves. The `DCGM_FI_*` series carry dcgm-exporter's names, types, "
+        f"HELP texts and labels: {dcgm_labels} (`{HOST_LABEL}` when the host's name is known, "
+        "as dcgm-exporter 4.6.0-4.8.3 and later; `--hostname-label Hostname` for the releases "
+        "before). dcgm-exporter's counters are counters under their exact names (no `_total`). "
+        "A GPU in MIG mode has no whole-GPU series: each field once per GPU instance, with "
+        f"{', '.join(code(n) for n in MIG_LABELS)} after `modelName` (the instance's own value "
+        "where DCGM keeps one per instance, the GPU's otherwise). A GPU (or GPU instance) whose "
+        f"processes all run in one Kubernetes pod adds {', '.join(code(n) for n in POD_LABELS)}; "
+        f"`DCGM_FI_DEV_XID_ERRORS` adds {', '.join(code(n) for n in XID_LABELS)}. A reading the "
+        "driver does not give is left out, as dcgm-exporter leaves out blank values. "
+        "`--field-names dcgm4.7` serves the DCGM 4.7 name and unit instead where one is known "
+        "(and `DCGM_FI_SYSTEM_DRIVER_VERSION`), `--field-names both` both.",
         "",
         "## dcgm-exporter fields",
         "",
     ]
+
+    def mig(f: Any) -> str:
+        if f.read_mig is not None:
+            return "per GPU instance"
+        return "the GPU's, on each instance" if f.per_gpu else "left out"
+
     rows = [
-        (code(f.name), "gauge", md(f.help), "yes" if f.read_mig is not None else "")
+        (
+            code(f.name),
+            str(f.info.type),
+            md(f.help),
+            code(f.info.new) if f.info.new else "",
+            md(f"{f.info.new_unit} (x{f.info.scale:.10g})") if f.info.new else "",
+            mig(f),
+        )
         for f in DCGM_FIELDS
     ]
-    lines += table(["Name", "Type", "Help", "Per MIG device"], rows)
-    lines += [
-        "## dcgm-exporter counters",
-        "",
-        "Read once per sample beyond the readings above (energy, PCIe replays, Xid, NVLink, row "
-        "remapping, GPM).",
-        "",
-    ]
-    lines += table(
-        ["Name", "Type", "Help"], ((code(f.name), "gauge", md(f.help)) for f in COUNTER_FIELDS)
-    )
+    lines += table(["Name", "Type", "Help", "DCGM 4.7 name", "Its unit", "On a MIG GPU"], rows)
     empty = Snapshot(
         seq=0, taken_at_wall=0.0, taken_at_mono=0.0, system=SystemInfo(hostname=""), gpus=()
     )

@@ -40,6 +40,7 @@ LAYERS: dict[str, Layer] = {
             "gputop.units",
             "gputop.glyphs",
             "gputop.cells",
+            "gputop.dcgm",
         ),
         may_import=(),  # nothing from gputop
     ),

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from gputop.export.feed import SampleFeed
     from gputop.export.http import MetricsServer
     from gputop.export.prom import SnapshotCollector, TextfileWriter
+    from gputop.export.web_config import WebConfig
 
 DEFAULT_LISTEN = "127.0.0.1:9400"
 DEFAULT_INTERVAL_S = 5.0
@@ -46,7 +47,8 @@ MISSING_CLIENT = (
     "the exporter needs prometheus-client: pip install prometheus-client"
     " (pipx: pipx inject gputop-nv prometheus-client)"
 )
-HOST_LABEL_CHOICES = ("Hostname", "hostname")  # = gputop.export.metrics.HOST_LABELS, unimported
+HOST_LABEL_CHOICES = ("hostname", "Hostname")  # = gputop.dcgm.HOST_LABELS, unimported
+FIELD_NAMES_CHOICES = ("legacy", "dcgm4.7", "both")  # = gputop.export.metrics.FieldNames
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -119,6 +121,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "no HTTP). Use 0.0.0.0:9400 or [::]:9400 to let other hosts scrape",
     )
     parser.add_argument(
+        "--web-config-file",
+        metavar="FILE",
+        default=None,
+        help="serve /metrics over TLS and/or with basic auth as this YAML file says (the "
+        "Prometheus exporter-toolkit format: tls_server_config, basic_auth_users with bcrypt "
+        "hashes, http_server_config.headers); needs PyYAML and bcrypt",
+    )
+    parser.add_argument(
         "--interval",
         type=interval_seconds,
         default=DEFAULT_INTERVAL_S,
@@ -130,8 +140,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--hostname-label",
         choices=HOST_LABEL_CHOICES,
         default=HOST_LABEL_CHOICES[0],
-        help="the name of the host's label on the DCGM_FI_* series: Hostname, as every released "
-        "dcgm-exporter (the default), or hostname, as its unreleased main",
+        help="the name of the host's label on the DCGM_FI_* series: hostname, as dcgm-exporter "
+        "4.6.0-4.8.3 and later (the default), or Hostname, as the releases before it (for "
+        "dashboards built on those)",
+    )
+    parser.add_argument(
+        "--field-names",
+        choices=FIELD_NAMES_CHOICES,
+        default=FIELD_NAMES_CHOICES[0],
+        help="the DCGM_FI_* names: legacy (the default: DCGM_FI_DEV_GPU_UTIL in %%, as "
+        "dcgm-exporter up to 4.8), dcgm4.7 (DCGM 4.7's names and units where one is known, "
+        "e.g. DCGM_FI_DEV_GPU_UTIL_RATIO 0 to 1, DCGM_FI_DEV_SM_CLOCK_HERTZ; the legacy name "
+        "elsewhere) or both",
     )
     parser.add_argument(
         "--textfile",
@@ -157,6 +177,7 @@ class _Parts:
     bound: ListenAddress | None = None
     textfile: TextfileWriter | None = None
     sampler: Sampler | None = None
+    web: WebConfig | None = None
 
 
 def _check_outputs(args: argparse.Namespace) -> _Parts:
@@ -168,8 +189,20 @@ def _check_outputs(args: argparse.Namespace) -> _Parts:
     from gputop.export.prom import SnapshotCollector, TextfileWriter, make_registry
 
     listen_text = args.listen or (None if args.textfile else DEFAULT_LISTEN)
-    collector = SnapshotCollector(host_label=getattr(args, "hostname_label", "Hostname"))
+    from gputop.export.metrics import FieldNames
+
+    collector = SnapshotCollector(
+        host_label=getattr(args, "hostname_label", HOST_LABEL_CHOICES[0]),
+        field_names=FieldNames(getattr(args, "field_names", FIELD_NAMES_CHOICES[0])),
+    )
     parts = _Parts(collector=collector, listen=parse_listen(listen_text) if listen_text else None)
+    web_path = getattr(args, "web_config_file", None)
+    if web_path is not None:
+        from gputop.export.web_config import load_web_config
+
+        if parts.listen is None:
+            raise UsageError("--web-config-file: needs --listen (it is for the HTTP server)")
+        parts.web = load_web_config(web_path)
     if args.textfile:
         parts.textfile = TextfileWriter(args.textfile, make_registry(collector))
     return parts
@@ -183,7 +216,9 @@ def _bind(parts: _Parts) -> None:
     listen = parts.listen
     if listen is None:
         return
-    parts.server = MetricsServer(make_registry(parts.collector), listen.host, listen.port)
+    parts.server = MetricsServer(
+        make_registry(parts.collector), listen.host, listen.port, web=parts.web
+    )
     parts.bound = ListenAddress(host=listen.host, port=parts.server.port, loopback=listen.loopback)
     note = exposure_note(parts.bound)
     if note:
@@ -259,7 +294,8 @@ def _serve(
         parts.textfile.write()  # a folder we cannot write to fails here, at start
         print(f"gputop: writing {parts.textfile.path} {every}", flush=True)
     if parts.bound is not None:
-        print(f"gputop: serving http://{parts.bound}/metrics, sampling {every}", flush=True)
+        scheme = parts.server.scheme if parts.server is not None else "http"
+        print(f"gputop: serving {scheme}://{parts.bound}/metrics, sampling {every}", flush=True)
     said_up = opened
     while True:
         said_up = _say_driver_health(feed, said_up)

@@ -2,12 +2,14 @@
 dcgm-exporter alike), as a table (``--once``) or JSON (``--json``).
 
 Reads Prometheus only (no driver). --once and --json exit 0 when all is well; 4 when some host
-has stuck processes or unattributed GPU memory, 5 when some host is down or stale, 6 for both
-(the fleet printed, then one line on stderr saying which hosts); 2 for bad input (a bad URL, a
-token file that cannot be read); 1 when Prometheus cannot be asked (refused, timed out, TLS,
-HTTP 401/403, not Prometheus, too large, nested too deeply), with one line on stderr. Series an
-exporter got wrong (a gpu label that is no index, a reading out of physical range) are left out
-and counted in one note line on stderr; they never change the exit code.
+has stuck processes, unattributed GPU memory or Xid errors; 5 when the fleet cannot see all it
+should: a host down or stale, a GPU lost or not responding, a driver gputop cannot read, a host
+without GPU series; 6 for both (the fleet printed, then one line on stderr saying which
+hosts); 2 for bad input (a bad URL, a token file that cannot be read); 1 when Prometheus cannot
+be asked (refused, timed out, TLS, HTTP 401/403, not Prometheus, too large, nested too deeply),
+with one line on stderr. Series an exporter got wrong (a gpu label that is no index, a reading
+out of physical range) are left out and counted in one note line on stderr; they never change
+the exit code.
 """
 
 from __future__ import annotations
@@ -118,6 +120,7 @@ def _print(fleet: Fleet, *, as_json: bool) -> None:
     sys.stdout.write(text.render_table(fleet, degree))
     if fleet.hosts:
         sys.stdout.write("\n" + text.render_stuck_report(fleet))
+        sys.stdout.write("\n" + text.render_health_report(fleet))
 
 
 def _exit(fleet: Fleet) -> int:

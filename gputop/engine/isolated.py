@@ -56,7 +56,7 @@ from gputop.engine.messages import (
     Start,
     TerminalGuard,
 )
-from gputop.engine.model import GpuSample, PidMemory, Snapshot, silent_gpu
+from gputop.engine.model import GpuCounters, GpuSample, PidMemory, Snapshot, silent_gpu
 from gputop.engine.ourselves import add_helper, drop_helper
 from gputop.engine.probes import Probe
 from gputop.engine.process_delta import DeltaError, ListDecoder
@@ -143,6 +143,10 @@ class IsolatedSource:
         # What the readings that crashed had read: GPU -> (sample, when its reading began).
         # Kept, marked stale, until a reading comes through (see _silent_box).
         self._before_crash: dict[int, tuple[GpuSample, float]] = {}
+        # The counters of the last whole reading, by GPU: a reading cut short (one GPU slow or
+        # stuck) gives them for the GPUs that did answer, so the exporter's counter series do not
+        # blink out with every slow call (they are read last, after every GPU has answered).
+        self._last_counters: dict[int, GpuCounters] = {}
         self._read_once = False  # a reading came through: until then, readings come GPU by GPU
         self._last_hello: Hello | None = None
         self._clock_origin = time.monotonic()
@@ -531,6 +535,8 @@ class IsolatedSource:
         self._crash_note = None
         self._before_crash.clear()
         self._read_once = True
+        if result.counters:
+            self._last_counters = {c.index: c for c in result.counters}
         hello = self._last_hello
         if self._stuck and hello is not None and len(result.gpus) < len(hello.gpus):
             result = self._with_stuck(result, hello)
@@ -569,6 +575,7 @@ class IsolatedSource:
                 slow = proc.slow.get(seq)
             crash, crashed_at = self._crash_note, self._crashed_at
             kept = dict(self._before_crash) if crash is not None else {}
+            last_counters = self._last_counters
         # How long each silent GPU has given nothing: since the request, or since the crash.
         waited = now - (crashed_at if crash is not None else started)
         by_index = {g.index: g for g in answered}
@@ -608,6 +615,7 @@ class IsolatedSource:
             gpus=tuple(gpus),
             driver_note=note,
             sampler_restarts=self.restarts,
+            counters=tuple(last_counters[i] for i in sorted(by_index) if i in last_counters),
         )
 
 

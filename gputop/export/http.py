@@ -16,19 +16,23 @@ import re
 import selectors
 import socket
 import socketserver
+import ssl
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from enum import Enum
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
-from prometheus_client.exposition import choose_encoder, gzip_accepted
+from prometheus_client.exposition import gzip_accepted
 
 from gputop.errors import UsageError
+from gputop.export.prom import choose_encoder  # dcgm's counters under their exact names
+from gputop.export.web_config import WebConfig
 from gputop.version import __version__
 
 REQUEST_QUEUE_SIZE = 1024  # listen backlog (capped by net.core.somaxconn): prometheus_client has 5
@@ -73,6 +77,11 @@ class MetricsServer:
       A request line that is not ``METHOD TARGET HTTP/x.y`` gets 400, another major version 505:
       always with a status line (the standard library answers such lines without one).
       One request per connection (HTTP/1.0); nothing is logged.
+    - With ``web`` (``--web-config-file``, :mod:`gputop.export.web_config`): TLS, basic auth
+      (401 with ``WWW-Authenticate``), extra headers and a rate limit (429). The TLS handshake
+      runs non-blocking in the event loop under the same deadline as the request head, so a
+      client that never finishes it holds nothing but its place among ``MAX_WAITING``; a plain
+      HTTP request to the TLS port gets 400 in plain text, as Go's server answers it.
     """
 
     def __init__(
@@ -82,6 +91,7 @@ class MetricsServer:
         port: int,
         *,
         timeout_s: float = DEFAULT_TIMEOUT_S,
+        web: WebConfig | None = None,
     ) -> None:
         listener_class = _Listener6 if ":" in host else _Listener
         try:
@@ -90,6 +100,8 @@ class MetricsServer:
             raise UsageError(f"cannot listen on {_hostport(host, port)}: {_why(exc)}") from None
         self._registry = registry
         self._timeout_s = timeout_s
+        self._web = web
+        self._tls = web.tls if web is not None else None
         self._listener.socket.setblocking(False)
         self._selector = selectors.DefaultSelector()
         self._wake_r, self._wake_w = socket.socketpair()
@@ -118,6 +130,11 @@ class MetricsServer:
         return self._listener
 
     @property
+    def scheme(self) -> str:
+        """ "https" with TLS, else "http"."""
+        return "http" if self._tls is None else "https"
+
+    @property
     def port(self) -> int:
         """The bound port (useful after asking for port 0)."""
         return int(self._listener.server_address[1])
@@ -139,7 +156,9 @@ class MetricsServer:
         with self._lock:
             for conn in self._busy:  # a write to a slow reader fails now instead of at timeout
                 with contextlib.suppress(OSError):
-                    conn.shutdown(socket.SHUT_RDWR)
+                    # socket's own shutdown: SSLSocket's would drop its TLS state under the
+                    # worker that is writing through it
+                    socket.socket.shutdown(conn, socket.SHUT_RDWR)
         for _ in self._workers:
             self._jobs.put(None)
         deadline = time.monotonic() + 0.5
@@ -171,12 +190,12 @@ class MetricsServer:
             self._listener.server_close()
 
     def _ready(self, pending: _Waiting | _Lingering) -> None:
-        """A connection's read event; skipped when it was dropped or answered earlier in the same
+        """A connection's event; skipped when it was dropped or answered earlier in the same
         batch of events (evicted by ``_accept``, say): its socket may be closed, or lingering."""
         if isinstance(pending, _Lingering):
             if self._lingering.get(pending.conn) is pending:
                 self._drain(pending)
-        elif self._waiting.get(pending.conn) is pending:
+        elif self._waiting.get(pending.key) is pending:
             self._read(pending)
 
     def _next_timeout(self) -> float:
@@ -204,22 +223,33 @@ class MetricsServer:
             if len(self._waiting) >= MAX_WAITING:
                 self._evict(next(iter(self._waiting.values())))
             conn.setblocking(False)
-            waiting = _Waiting(conn, time.monotonic() + self._timeout_s)
+            stage = _Stage.HEAD if self._tls is None else _Stage.HELLO
+            waiting = _Waiting(conn, conn, time.monotonic() + self._timeout_s, stage)
             self._waiting[conn] = waiting
             self._selector.register(conn, selectors.EVENT_READ, waiting)
 
     def _read(self, waiting: _Waiting) -> None:
-        try:
-            chunk = waiting.conn.recv(4096)
-        except (BlockingIOError, InterruptedError):
+        if waiting.stage is _Stage.HELLO and not self._start_tls(waiting):
             return
-        except OSError:
-            chunk = b""
+        if waiting.stage is _Stage.HANDSHAKE and not self._handshake(waiting):
+            return
+        chunk = _recv(waiting.conn)
+        if chunk is None:
+            return
         if not chunk:  # the client gave up
             self._drop(waiting)
             return
         waiting.head += chunk
-        if b"\r\n\r\n" not in waiting.head and b"\n\n" not in waiting.head:
+        # TLS decrypts whole records: what is left of one waits in the SSL object, and the
+        # socket will not be readable again for it.
+        while (
+            isinstance(waiting.conn, ssl.SSLSocket)
+            and waiting.conn.pending()
+            and len(waiting.head) <= MAX_HEAD
+            and not _head_complete(waiting.head)
+        ):
+            waiting.head += _recv(waiting.conn) or b""
+        if not _head_complete(waiting.head):
             if len(waiting.head) > MAX_HEAD:
                 self._drop(waiting, _canned(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE))
             return
@@ -229,11 +259,66 @@ class MetricsServer:
             return
         self._jobs.put((waiting.conn, bytes(waiting.head)))
 
+    def _start_tls(self, waiting: _Waiting) -> bool:
+        """Peek at the first byte: a TLS handshake record starts the handshake (True), anything
+        else is a plain HTTP client on the TLS port, answered 400 in plain text."""
+        try:
+            first = waiting.conn.recv(1, socket.MSG_PEEK)
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:
+            first = b""
+        if not first:
+            self._drop(waiting)
+            return False
+        if first != b"\x16":  # TLS's record type "handshake"
+            waiting.stage = _Stage.HEAD  # a plain-text conversation: it can be answered
+            self._drop(waiting, _HTTP_TO_HTTPS)
+            return False
+        assert self._tls is not None
+        # wrap_socket takes over the descriptor (the plain socket object is detached): the
+        # selector is told of the new object; the key in _waiting stays the plain one.
+        self._selector.unregister(waiting.conn)
+        try:
+            waiting.conn = self._tls.wrap_socket(
+                waiting.conn, server_side=True, do_handshake_on_connect=False
+            )
+        except OSError:
+            del self._waiting[waiting.key]
+            waiting.conn.close()
+            return False
+        self._selector.register(waiting.conn, selectors.EVENT_READ, waiting)
+        waiting.stage = _Stage.HANDSHAKE
+        return True
+
+    def _handshake(self, waiting: _Waiting) -> bool:
+        """One step of the non-blocking handshake; True once it is done (and the client's
+        certificate, if any, carries an allowed SAN)."""
+        conn = waiting.conn
+        assert isinstance(conn, ssl.SSLSocket)
+        try:
+            conn.do_handshake()
+        except ssl.SSLWantReadError:
+            self._selector.modify(conn, selectors.EVENT_READ, waiting)
+            return False
+        except ssl.SSLWantWriteError:
+            self._selector.modify(conn, selectors.EVENT_WRITE, waiting)
+            return False
+        except OSError:  # a failed handshake (OpenSSL has sent its alert), or a reset
+            self._drop(waiting)
+            return False
+        if self._web is not None and not self._web.san_allowed(conn.getpeercert()):
+            self._drop(waiting)
+            return False
+        self._selector.modify(conn, selectors.EVENT_READ, waiting)
+        waiting.stage = _Stage.HEAD
+        return True
+
     def _evict(self, waiting: _Waiting) -> None:
         """Make room for a new connection: the oldest waiting one is read once more (its whole
         request may be there by now: then it is queued), else answered 503 and closed."""
         self._read(waiting)
-        if waiting.conn in self._waiting:  # still waiting: refused for load, not cut off
+        if self._waiting.get(waiting.key) is waiting:  # still waiting: refused for load
             self._drop(waiting, _SERVICE_UNAVAILABLE)
 
     def _expire(self) -> None:
@@ -250,15 +335,16 @@ class MetricsServer:
             self._close_lingering(done)
 
     def _forget(self, waiting: _Waiting) -> None:
-        del self._waiting[waiting.conn]
+        del self._waiting[waiting.key]
         self._selector.unregister(waiting.conn)
 
     def _drop(self, waiting: _Waiting, answer: bytes = b"", *, forgotten: bool = False) -> None:
-        """Close a waiting connection; with ``answer``, send it first and linger."""
+        """Close a waiting connection; with ``answer``, send it first and linger (not before
+        its TLS handshake is done: an HTTP answer cannot be sent then)."""
         if not forgotten:
             self._forget(waiting)
         conn = waiting.conn
-        if not answer:
+        if not answer or waiting.stage is not _Stage.HEAD:
             conn.close()
             return
         try:  # a short answer fits the empty send buffer: never blocks
@@ -308,10 +394,9 @@ class MetricsServer:
                 conn.close()
 
     def _answer(self, conn: socket.socket, head: bytes) -> None:
-        handler = _Handler(head, self._registry)
+        handler = _Handler(head, self._registry, self._web)
         handler.handle()
-        conn.settimeout(self._timeout_s)  # since Python 3.5 the limit for the whole sendall
-        conn.sendall(handler.out.getvalue())
+        _send_all(conn, handler.out.getvalue(), self._timeout_s)
         if handler.command not in ("GET", "HEAD"):
             _linger(conn)
 
@@ -327,12 +412,26 @@ class _Listener6(_Listener):
     address_family = socket.AF_INET6
 
 
+class _Stage(Enum):
+    """Where a waiting connection is: its first byte (TLS only), the handshake, the head."""
+
+    HELLO = "hello"
+    HANDSHAKE = "handshake"
+    HEAD = "head"
+
+
 @dataclass(slots=True)
 class _Waiting:
-    """A connection whose request head has not fully arrived yet."""
+    """A connection whose request head has not fully arrived yet.
 
+    ``key`` is the accepted socket, its key in ``MetricsServer._waiting`` for good; ``conn`` is
+    what is read, the same socket or, once TLS starts, the SSLSocket that took it over.
+    """
+
+    key: socket.socket
     conn: socket.socket
     deadline: float
+    stage: _Stage
     head: bytearray = field(default_factory=bytearray)
 
 
@@ -368,9 +467,10 @@ class _Handler(BaseHTTPRequestHandler):
     # The stdlib's default, HTTP/0.9, answers a malformed request with no status line at all.
     default_request_version = "HTTP/1.0"
 
-    def __init__(self, head: bytes, registry: CollectorRegistry) -> None:
+    def __init__(self, head: bytes, registry: CollectorRegistry, web: WebConfig | None) -> None:
         # No BaseRequestHandler.__init__: it would read a socket; MetricsServer calls handle().
         self.registry = registry
+        self.web = web
         self.rfile = io.BytesIO(head)
         self.out = self.wfile = io.BytesIO()
         self.client_address = ("", 0)
@@ -392,6 +492,21 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_error(HTTPStatus.BAD_REQUEST if match is None else version)
             return
         if not self.parse_request():  # it has answered (431, ...) itself
+            return
+        # In the toolkit's order (web/handler.go): the rate limit, then basic auth, on any path.
+        web = self.web
+        if web is not None and web.limiter is not None and not web.limiter.allow():
+            self._send(HTTPStatus.TOO_MANY_REQUESTS, b"Too Many Requests\n")
+            return
+        if (
+            web is not None
+            and web.auth is not None
+            and not web.auth.check(self.headers.get("Authorization"))
+        ):
+            # RFC 7617: realm is required; charset says the password is read as UTF-8
+            challenge = 'Basic realm="gputop", charset="UTF-8"'
+            body = b"Unauthorized\n"
+            self._send(HTTPStatus.UNAUTHORIZED, body, headers={"WWW-Authenticate": challenge})
             return
         try:
             self._route()
@@ -436,6 +551,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         for name, value in (headers or {}).items():
             self.send_header(name, value)
+        for name, value in self.web.headers if self.web is not None else ():
+            self.send_header(name, value)
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
@@ -462,6 +579,46 @@ def _canned(status: HTTPStatus, headers: str = "") -> bytes:
 
 
 _SERVICE_UNAVAILABLE = _canned(HTTPStatus.SERVICE_UNAVAILABLE, f"Retry-After: {RETRY_AFTER_S}\r\n")
+# What Go's net/http answers a plain request on a TLS port (so curl http:// says what is wrong).
+_HTTP_TO_HTTPS = (
+    b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n"
+    b"Connection: close\r\n\r\nClient sent an HTTP request to an HTTPS server.\n"
+)
+
+
+def _head_complete(head: bytes | bytearray) -> bool:
+    return b"\r\n\r\n" in head or b"\n\n" in head
+
+
+def _recv(conn: socket.socket) -> bytes | None:
+    """What a non-blocking socket has (b"" when the client closed or failed), None for none yet."""
+    try:
+        return conn.recv(4096)
+    except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+        return None
+    except OSError:
+        return b""
+
+
+def _send_all(conn: socket.socket, data: bytes, timeout_s: float) -> None:
+    """Send ``data`` within ``timeout_s`` in all; TimeoutError past it.
+
+    A plain socket's sendall keeps one deadline for the whole (Python 3.5+); SSLSocket.sendall
+    gives each of its writes the whole timeout, so here its pieces share one deadline.
+    """
+    if not isinstance(conn, ssl.SSLSocket):
+        conn.settimeout(timeout_s)
+        conn.sendall(data)
+        return
+    deadline = time.monotonic() + timeout_s
+    view = memoryview(data)
+    while view:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the client reads too slowly")
+        conn.settimeout(left)
+        sent = conn.send(view[: 1 << 16])
+        view = view[sent:]
 
 
 def _linger(conn: socket.socket) -> None:

@@ -1,25 +1,35 @@
 """Snapshot -> Prometheus metric families, as plain data (stdlib only; the exporter renders them).
 
-GPU metrics use NVIDIA dcgm-exporter's names, HELP texts, units and labels (``gpu``,
-``UUID``, ``pci_bus_id``, ``device="nvidiaN"``, ``modelName``, ``Hostname``,
+GPU metrics use NVIDIA dcgm-exporter's names, types, HELP texts, units and labels (``gpu``,
+``UUID``, ``pci_bus_id``, ``device="nvidiaN"``, ``modelName``, ``hostname``,
 ``DCGM_FI_DRIVER_VERSION``; see its etc/default-counters.csv and rendermetrics), so dashboards
-built for it (Grafana 12239) work unchanged. gputop's own metrics start with ``gputop_``.
-A reading the driver does not report (None) is left out, as dcgm-exporter leaves out blank values.
-dcgm-exporter's counters are exposed as gauges of the same name: prometheus-client names a
-counter family ``<name>_total``, which would break the names (rate() and increase() work on
-them all the same).
+built for it (Grafana 12239) work unchanged; the names, types and units are gputop.dcgm's table.
+dcgm-exporter's counters are counters under their exact names (no ``_total``: gputop.export.prom
+renders them). gputop's own metrics start with ``gputop_``. A reading the driver does not report
+(None) is left out, as dcgm-exporter leaves out blank values.
 
-A GPU in MIG mode keeps its own series and adds, for each MIG device, the framebuffer series of
-the device's GPU instance, labelled as dcgm-exporter labels them: the GPU's labels and
-``GPU_I_PROFILE`` (``3g.40gb``) and ``GPU_I_ID`` (the GPU instance id), after ``modelName``.
+A GPU in MIG mode with GPU instances has no whole-GPU series, as dcgm-exporter's default
+(``--devices f``: internal/pkg/devicemonitoring monitors the GPU instances of a MIG GPU, the GPU
+itself otherwise): each field once per GPU instance, labelled with the GPU's labels and
+``GPU_I_PROFILE`` (``3g.40gb``) and ``GPU_I_ID`` (the GPU instance id) after ``modelName``. The
+fields DCGM keeps per GPU instance (dcgmlib/src/dcgm_fields.cpp: entity level GPU_I or GPU_CI) carry
+the instance's value: the framebuffer ones; every other field (entity level GPU) carries the
+parent GPU's value on each instance, as DCGM answers them (DcgmCacheManager maps the instance to
+its GPU). gputop has no per-instance profiling (GPM) readings: those are left out on a MIG GPU.
+
+A GPU (or GPU instance) whose processes all run in one Kubernetes pod gets dcgm-exporter's
+``pod``, ``namespace`` and ``container`` labels on its DCGM series (its
+internal/pkg/transformation/kubernetes.go, device-to-pod mapping); DCGM_FI_DEV_XID_ERRORS gets
+``err_code`` and ``err_msg`` (its internal/pkg/collector/gpu_collector.go).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from gputop import dcgm
 from gputop.engine.model import (
     GpuCounters,
     GpuSample,
@@ -32,15 +42,17 @@ from gputop.engine.model import (
 from gputop.units import KiB, whole_mib
 
 # dcgm-exporter's per-GPU labels, in its order; the host's is added when known, then the driver
-# version label its default counters add.
+# version label its default counters add, then pod/namespace/container and err_code/err_msg.
 DCGM_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName")
-MIG_LABELS = ("GPU_I_PROFILE", "GPU_I_ID")  # dcgm-exporter's, on a MIG device's series only
+MIG_LABELS = (dcgm.MIG_PROFILE_LABEL, dcgm.MIG_INSTANCE_LABEL)  # on a GPU instance's series
+POD_LABELS = ("container", "namespace", "pod")  # dcgm-exporter's, in its (sorted) order
+XID_LABELS = (dcgm.XID_CODE_LABEL, dcgm.XID_MESSAGE_LABEL)
 PROCESS_LABELS = ("gpu", "UUID", "pid", "user", "command", "container", "pod", "namespace")
-# Every released dcgm-exporter names the host label "Hostname"; its unreleased main (#655) says
-# "hostname". `gputop export --hostname-label hostname` picks the other.
-HOST_LABEL = "Hostname"
-HOST_LABELS = ("Hostname", "hostname")
-DRIVER_LABEL = "DCGM_FI_DRIVER_VERSION"
+# dcgm-exporter 4.6.0-4.8.3 and later name the host label "hostname" (#655); older releases
+# "Hostname": `gputop export --hostname-label Hostname` for dashboards built on those.
+HOST_LABEL = dcgm.HOST_LABEL
+HOST_LABELS = dcgm.HOST_LABELS
+DRIVER_LABEL = dcgm.DRIVER_LABEL
 STUCK_STATES = (ProcState.HOLDER, ProcState.DEFUNCT, ProcState.ORPHAN, ProcState.STOPPED)
 
 
@@ -49,6 +61,14 @@ class Kind(StrEnum):
 
     GAUGE = "gauge"
     COUNTER = "counter"
+
+
+class FieldNames(StrEnum):
+    """Which DCGM field names the exporter serves (``--field-names``)."""
+
+    LEGACY = "legacy"  # dcgm-exporter up to 4.8: DCGM_FI_DEV_GPU_UTIL (%), ...
+    DCGM47 = "dcgm4.7"  # DCGM 4.7's names and units where gputop.dcgm has one, else the legacy
+    BOTH = "both"  # each field under both names (for a dashboard migration)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,23 +83,41 @@ class Sample:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Family:
-    """One metric family. ``name`` is the exposed name (a counter's without ``_total``)."""
+    """One metric family. ``name`` is the exposed name; ``exact``: a counter served under that
+    very name (dcgm-exporter's), not prometheus-client's ``<name>_total``."""
 
     name: str
     kind: Kind
     help: str
     label_names: tuple[str, ...]
     samples: tuple[Sample, ...]
+    exact: bool = False
+
+
+Reader = Callable[[GpuSample, GpuCounters | None], float | None]
 
 
 @dataclass(frozen=True, slots=True)
 class DcgmField:
-    """A dcgm-exporter field that gputop can fill from a GpuSample (and a MigDevice)."""
+    """A DCGM field gputop fills from a GPU's sample and counters (and a MIG device's).
 
-    name: str
-    help: str
-    read: Callable[[GpuSample], float | None]
-    read_mig: Callable[[MigDevice], float | None] | None = None  # None: not per MIG device
+    On a GPU in MIG mode: ``read_mig`` gives the GPU instance's own value; without it the
+    parent GPU's value is repeated on each instance (``per_gpu``), or the field is left out.
+    """
+
+    name: str  # the legacy name: its row in gputop.dcgm
+    read: Reader
+    read_mig: Callable[[MigDevice], float | None] | None = None
+    per_gpu: bool = True  # False: no series on a MIG GPU (no per-instance reading)
+
+    @property
+    def info(self) -> dcgm.Field:
+        """The field's names, type, units and HELP texts."""
+        return dcgm.BY_LEGACY[self.name]
+
+    @property
+    def help(self) -> str:
+        return self.info.help
 
 
 def _div(value: int | None, by: int) -> float | None:
@@ -91,94 +129,8 @@ def _mib(value: int | None) -> float | None:
     return None if value is None else float(whole_mib(value))
 
 
-def _fan(g: GpuSample) -> float | None:
-    return None if g.fan_speed_percent is None else float(g.fan_speed_percent)
-
-
-# HELP texts are dcgm-exporter's (default-counters.csv) where it ships the field.
-DCGM_FIELDS: tuple[DcgmField, ...] = (
-    DcgmField("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", lambda g: g.clock_sm_mhz),
-    DcgmField(
-        "DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).", lambda g: g.clock_memory_mhz
-    ),
-    DcgmField("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", lambda g: g.temperature_c),
-    DcgmField(
-        "DCGM_FI_DEV_MEMORY_TEMP", "Memory temperature (in C).", lambda g: g.temperature_memory_c
-    ),
-    DcgmField(
-        "DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", lambda g: _div(g.power_draw_mw, 1000)
-    ),
-    DcgmField(
-        "DCGM_FI_DEV_POWER_MGMT_LIMIT",
-        "Power management limit (in W).",
-        lambda g: _div(g.power_limit_mw, 1000),
-    ),
-    DcgmField(
-        "DCGM_FI_DEV_GPU_UTIL",
-        "GPU utilization (in %).",
-        lambda g: g.utilization_gpu_percent,
-        lambda m: m.utilization_gpu_percent,  # NVML gives none in MIG mode: left out
-    ),
-    DcgmField(
-        "DCGM_FI_DEV_MEM_COPY_UTIL",
-        "Memory utilization (in %).",
-        lambda g: g.utilization_memory_percent,
-    ),
-    DcgmField("DCGM_FI_DEV_ENC_UTIL", "Encoder utilization (in %).", lambda g: g.encoder_percent),
-    DcgmField("DCGM_FI_DEV_DEC_UTIL", "Decoder utilization (in %).", lambda g: g.decoder_percent),
-    DcgmField("DCGM_FI_DEV_FAN_SPEED", "Fan speed (in %).", _fan),
-    DcgmField(
-        "DCGM_FI_DEV_FB_FREE",
-        "Framebuffer memory free (in MiB).",
-        lambda g: _mib(g.memory_free_bytes),
-        lambda m: _mib(m.memory_free_bytes),
-    ),
-    DcgmField(
-        "DCGM_FI_DEV_FB_USED",
-        "Framebuffer memory used (in MiB).",
-        lambda g: _mib(g.memory_used_bytes),
-        lambda m: _mib(m.memory_used_bytes),
-    ),
-    DcgmField(
-        "DCGM_FI_DEV_FB_RESERVED",
-        "Framebuffer memory reserved (in MiB).",
-        lambda g: _mib(g.memory_reserved_bytes),
-    ),
-    DcgmField(
-        "DCGM_FI_DEV_FB_TOTAL",
-        "Framebuffer memory total (in MiB).",
-        lambda g: _mib(g.memory_total_bytes),
-        lambda m: _mib(m.memory_total_bytes),
-    ),
-    # NVML's PCIe counter (KiB/s over 20 ms) is what DCGM's deprecated PCIE_*_THROUGHPUT fields
-    # read; current DCGM points them at these names, a rate in bytes per second.
-    DcgmField(
-        "DCGM_FI_PROF_PCIE_TX_BYTES",
-        "The rate of data transmitted over the PCIe bus (in bytes per second).",
-        lambda g: None if g.pcie_tx_kbps is None else float(g.pcie_tx_kbps * KiB),
-    ),
-    DcgmField(
-        "DCGM_FI_PROF_PCIE_RX_BYTES",
-        "The rate of data received over the PCIe bus (in bytes per second).",
-        lambda g: None if g.pcie_rx_kbps is None else float(g.pcie_rx_kbps * KiB),
-    ),
-    # A counter in DCGM; exposed as a gauge because prometheus-client would rename a counter to
-    # ..._TOTAL_total. rate()/increase() work on it all the same.
-    DcgmField(
-        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
-        "Total number of double-bit volatile ECC errors.",
-        lambda g: g.ecc_errors_uncorrected_volatile,
-    ),
-)
-
-
-@dataclass(frozen=True, slots=True)
-class CounterField:
-    """A dcgm-exporter field that gputop fills from a GPU's GpuCounters."""
-
-    name: str
-    help: str
-    read: Callable[[GpuCounters], float | None]
+def _num(value: float | None) -> float | None:
+    return None if value is None else float(value)
 
 
 def _flag(value: bool | None) -> float | None:
@@ -197,58 +149,97 @@ def _last_xid(c: GpuCounters) -> float | None:
     return float(c.xid_last or 0)
 
 
-# dcgm-exporter's default counters that NVML gives beyond a sample's readings. HELP texts are
-# dcgm-exporter's; its counters among them are gauges here (see the module's docstring).
-COUNTER_FIELDS: tuple[CounterField, ...] = (
-    CounterField(
-        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
-        "Total energy consumption since boot (in mJ).",
-        lambda c: c.energy_mj,
+def _g(read: Callable[[GpuSample], float | int | None]) -> Reader:
+    """A reader of the GPU's sample."""
+    return lambda g, _c: _num(read(g))
+
+
+def _c(read: Callable[[GpuCounters], float | int | None]) -> Reader:
+    """A reader of the GPU's counters (None: the GPU has none)."""
+    return lambda _g, c: None if c is None else _num(read(c))
+
+
+# Every DCGM field gputop exports, in dcgm-exporter's CSV order where it has them.
+DCGM_FIELDS: tuple[DcgmField, ...] = (
+    DcgmField("DCGM_FI_DEV_SM_CLOCK", _g(lambda g: g.clock_sm_mhz)),
+    DcgmField("DCGM_FI_DEV_MEM_CLOCK", _g(lambda g: g.clock_memory_mhz)),
+    DcgmField("DCGM_FI_DEV_GPU_TEMP", _g(lambda g: g.temperature_c)),
+    DcgmField("DCGM_FI_DEV_MEMORY_TEMP", _g(lambda g: g.temperature_memory_c)),
+    DcgmField("DCGM_FI_DEV_POWER_USAGE", _g(lambda g: _div(g.power_draw_mw, 1000))),
+    DcgmField("DCGM_FI_DEV_POWER_MGMT_LIMIT", _g(lambda g: _div(g.power_limit_mw, 1000))),
+    # NVML gives no utilisation for a GPU in MIG mode: then left out, as DCGM's blank value
+    DcgmField("DCGM_FI_DEV_GPU_UTIL", _g(lambda g: g.utilization_gpu_percent)),
+    DcgmField("DCGM_FI_DEV_MEM_COPY_UTIL", _g(lambda g: g.utilization_memory_percent)),
+    DcgmField("DCGM_FI_DEV_ENC_UTIL", _g(lambda g: g.encoder_percent)),
+    DcgmField("DCGM_FI_DEV_DEC_UTIL", _g(lambda g: g.decoder_percent)),
+    DcgmField("DCGM_FI_DEV_FAN_SPEED", _g(lambda g: g.fan_speed_percent)),
+    DcgmField(
+        "DCGM_FI_DEV_FB_FREE",
+        _g(lambda g: _mib(g.memory_free_bytes)),
+        lambda m: _mib(m.memory_free_bytes),
     ),
-    CounterField(
-        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
-        "Total number of PCIe retries.",
-        lambda c: c.pcie_replay_count,
+    DcgmField(
+        "DCGM_FI_DEV_FB_USED",
+        _g(lambda g: _mib(g.memory_used_bytes)),
+        lambda m: _mib(m.memory_used_bytes),
     ),
-    CounterField("DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.", _last_xid),
-    # NVML's per-link data counters (KiB), sent and received, summed over the active links.
-    CounterField(
-        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
-        "Total number of NVLink bandwidth counters for all lanes.",
-        lambda c: c.nvlink_data_kib,
+    # per GPU instance in DCGM, which gputop does not have: left out on a MIG GPU
+    DcgmField(
+        "DCGM_FI_DEV_FB_RESERVED", _g(lambda g: _mib(g.memory_reserved_bytes)), per_gpu=False
     ),
-    CounterField(
-        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
-        "Number of remapped rows for uncorrectable errors",
-        lambda c: c.remapped_rows_uncorrectable,
+    DcgmField(
+        "DCGM_FI_DEV_FB_TOTAL",
+        _g(lambda g: _mib(g.memory_total_bytes)),
+        lambda m: _mib(m.memory_total_bytes),
     ),
-    CounterField(
-        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
-        "Number of remapped rows for correctable errors",
-        lambda c: c.remapped_rows_correctable,
+    # NVML's PCIe counter (KiB/s over 20 ms) is what DCGM's deprecated PCIE_*_THROUGHPUT fields
+    # read; current DCGM points them at these names, a rate in bytes per second.
+    DcgmField(
+        "DCGM_FI_PROF_PCIE_TX_BYTES",
+        _g(lambda g: None if g.pcie_tx_kbps is None else g.pcie_tx_kbps * KiB),
     ),
-    CounterField(
-        "DCGM_FI_DEV_ROW_REMAP_FAILURE",
-        "Whether remapping of rows has failed",
-        lambda c: _flag(c.remapped_rows_failure),
+    DcgmField(
+        "DCGM_FI_PROF_PCIE_RX_BYTES",
+        _g(lambda g: None if g.pcie_rx_kbps is None else g.pcie_rx_kbps * KiB),
     ),
-    # GPM (Hopper and later) over the time since the previous sample.
-    CounterField(
+    DcgmField("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", _g(lambda g: g.ecc_errors_uncorrected_volatile)),
+    DcgmField("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", _c(lambda c: c.energy_mj)),
+    DcgmField("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", _c(lambda c: c.pcie_replay_count)),
+    DcgmField("DCGM_FI_DEV_XID_ERRORS", _c(_last_xid)),
+    # NVML's per-link data counters (KiB), sent and received, summed over the active links: a
+    # cumulative count (DCGM documents a rate here; rate() of this is that rate, in KiB/s).
+    DcgmField("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", _c(lambda c: c.nvlink_data_kib)),
+    DcgmField(
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", _c(lambda c: c.remapped_rows_uncorrectable)
+    ),
+    DcgmField("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", _c(lambda c: c.remapped_rows_correctable)),
+    DcgmField("DCGM_FI_DEV_ROW_REMAP_FAILURE", _c(lambda c: _flag(c.remapped_rows_failure))),
+    # GPM (Hopper and later) over the time since the previous sample; whole-GPU readings only
+    DcgmField(
         "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
-        "Ratio of time the graphics engine is active.",
-        lambda c: _ratio(c.gpm_graphics_percent),
+        _c(lambda c: _ratio(c.gpm_graphics_percent)),
+        per_gpu=False,
     ),
-    CounterField(
+    DcgmField(
         "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
-        "Ratio of cycles the tensor (HMMA) pipe is active.",
-        lambda c: _ratio(c.gpm_tensor_percent),
+        _c(lambda c: _ratio(c.gpm_tensor_percent)),
+        per_gpu=False,
     ),
-    CounterField(
-        "DCGM_FI_PROF_DRAM_ACTIVE",
-        "Ratio of cycles the device memory interface is active sending or receiving data.",
-        lambda c: _ratio(c.gpm_dram_percent),
-    ),
+    DcgmField("DCGM_FI_PROF_DRAM_ACTIVE", _c(lambda c: _ratio(c.gpm_dram_percent)), per_gpu=False),
 )
+COUNTER_FIELDS = tuple(f for f in DCGM_FIELDS if f.info.type is dcgm.Type.COUNTER)
+XID_FIELD = "DCGM_FI_DEV_XID_ERRORS"
+
+
+@dataclass(frozen=True, slots=True)
+class _Series:
+    """One DCGM series' labels, before its field's value: a GPU's, or one of its GPU instances'."""
+
+    names: tuple[str, ...]
+    values: tuple[str, ...]
+    driver: str  # the driver version label's value (its name depends on the field names)
+    gpu: GpuSample
+    mig: MigDevice | None = None
 
 
 def dcgm_labels(
@@ -258,8 +249,9 @@ def dcgm_labels(
     host_label: str = HOST_LABEL,
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(label names, label values) dcgm-exporter attaches to this GPU's series (or to those of
-    its MIG device ``mig``: the GPU's, with GPU_I_PROFILE and GPU_I_ID after modelName).
-    ``host_label`` names the host's label: ``Hostname`` (every release) or ``hostname``."""
+    its GPU instance ``mig``: the GPU's, with GPU_I_PROFILE and GPU_I_ID after modelName), up to
+    the driver version label. ``host_label`` names the host's label (``hostname``, or
+    ``Hostname`` as dcgm-exporter before 4.6.0-4.8.3)."""
     names = list(DCGM_LABELS)
     values = [
         str(gpu.index),
@@ -271,13 +263,19 @@ def dcgm_labels(
     if mig is not None:
         names += MIG_LABELS
         gi = mig.gpu_instance_id
-        values += [mig.profile or "", "" if gi is None else str(gi)]
+        values += [gpu_instance_profile(mig), "" if gi is None else str(gi)]
     if snapshot.system.hostname:
         names.append(host_label)
         values.append(snapshot.system.hostname)
-    names.append(DRIVER_LABEL)
-    values.append(snapshot.system.driver_version or "")
     return tuple(names), tuple(values)
+
+
+def gpu_instance_profile(mig: MigDevice) -> str:
+    """The profile of the MIG device's GPU instance (``3g.40gb``), as dcgm-exporter's
+    GPU_I_PROFILE: not a smaller compute instance's (``1c.3g.40gb``)."""
+    profile = mig.profile or ""
+    head, dot, rest = profile.partition(".")
+    return rest if dot and head.endswith("c") and head[:-1].isdigit() else profile
 
 
 def answered(snapshot: Snapshot) -> tuple[GpuSample, ...]:
@@ -292,58 +290,138 @@ def answered(snapshot: Snapshot) -> tuple[GpuSample, ...]:
     return tuple(g for g in snapshot.gpus if g.state is GpuState.OK and g.stale_s is None)
 
 
-def dcgm_families(snapshot: Snapshot, host_label: str = HOST_LABEL) -> list[Family]:
-    """The dcgm-exporter compatible families of the GPUs that answered (see :func:`answered`);
-    unreported readings are left out."""
-    families = []
-    live = answered(snapshot)
-    labels = {g.index: dcgm_labels(g, snapshot, host_label=host_label) for g in live}
-    for field in DCGM_FIELDS:
-        samples = []
-        label_names: tuple[str, ...] = ()
-        for gpu in live:
-            value = field.read(gpu)
-            if value is not None:
-                label_names, label_values = labels[gpu.index]
-                samples.append(Sample(labels=label_values, value=float(value)))
-            samples += _mig_samples(field, gpu, snapshot, host_label)
-        if samples:
-            label_names = label_names or (samples[0].label_names or ())
-            families.append(
-                Family(
-                    name=field.name,
-                    kind=Kind.GAUGE,
-                    help=field.help,
-                    label_names=label_names,
-                    samples=tuple(samples),
-                )
-            )
-    return families + _counter_families(snapshot, labels)
+def gpu_instances(gpu: GpuSample) -> tuple[MigDevice, ...]:
+    """The GPU's GPU instances, one MIG device for each (its compute instances share its memory
+    and its series); none for a GPU not in MIG mode or without instances."""
+    seen: set[int | None] = set()
+    found = []
+    for mig in gpu.mig_devices:
+        if mig.gpu_instance_id not in seen:
+            seen.add(mig.gpu_instance_id)
+            found.append(mig)
+    return tuple(found)
 
 
-def _counter_families(
-    snapshot: Snapshot, labels: dict[int, tuple[tuple[str, ...], tuple[str, ...]]]
+def pod_of(
+    gpu: GpuSample, snapshot: Snapshot, mig: MigDevice | None = None
+) -> tuple[str, str, str] | None:
+    """(container, namespace, pod) when every process on the GPU (or on its GPU instance
+    ``mig``) runs in the same Kubernetes pod, as dcgm-exporter labels a device allocated to a
+    pod; container is empty when they run in several of its containers. None otherwise."""
+    rows = {row.pid: row for row in snapshot.processes}
+    pods: set[tuple[str, str]] = set()
+    containers: set[str] = set()
+    procs = gpu.processes
+    if mig is not None:
+        procs = tuple(
+            p
+            for p in procs
+            if (m := gpu.mig_device_of(p)) is not None and m.gpu_instance_id == mig.gpu_instance_id
+        )
+    for proc in procs:
+        row = rows.get(proc.pid)
+        box = row.info.container if row is not None else None
+        if box is None or not box.pod:
+            return None  # a process outside any pod: the GPU is not one pod's
+        pods.add((box.namespace or "", box.pod))
+        containers.add(box.name or "")
+    if len(pods) != 1:
+        return None
+    ((namespace, pod),) = pods
+    return (containers.pop() if len(containers) == 1 else ""), namespace, pod
+
+
+def _series(snapshot: Snapshot, live: Iterable[GpuSample], host_label: str) -> list[_Series]:
+    """The series of the GPUs that answered: one per GPU, or one per GPU instance of a MIG GPU."""
+    driver = snapshot.system.driver_version or ""
+    found = []
+    for gpu in live:
+        for mig in gpu_instances(gpu) or (None,):
+            names, values = dcgm_labels(gpu, snapshot, mig, host_label)
+            found.append(_Series(names, values, driver, gpu, mig))
+    return found
+
+
+def _names(fields: FieldNames, info: dcgm.Field) -> list[tuple[str, bool]]:
+    """(name, new) pairs a field is served under."""
+    if info.new is None:
+        return [(info.legacy, False)]
+    if fields is FieldNames.LEGACY:
+        return [(info.legacy, False)]
+    if fields is FieldNames.DCGM47:
+        return [(info.new, True)]
+    return [(info.legacy, False), (info.new, True)]
+
+
+def dcgm_families(
+    snapshot: Snapshot,
+    host_label: str = HOST_LABEL,
+    field_names: FieldNames = FieldNames.LEGACY,
 ) -> list[Family]:
-    """COUNTER_FIELDS' families, for the GPUs that answered (``labels``: theirs, by index)."""
-    counters = [c for c in snapshot.counters if c.index in labels]
+    """The dcgm-exporter compatible families of the GPUs that answered (see :func:`answered`);
+    unreported readings are left out. ``field_names`` picks the legacy names, DCGM 4.7's, or
+    both (see gputop.dcgm)."""
+    live = answered(snapshot)
+    counters = {c.index: c for c in snapshot.counters}
+    series = _series(snapshot, live, host_label)
+    pods = {(s.gpu.index, _gi(s.mig)): pod_of(s.gpu, snapshot, s.mig) for s in series}
+    # dcgm-exporter 4.9.0 renames the driver label with the field names (DCGM 4.7's name)
+    new_driver = field_names is FieldNames.DCGM47
     families = []
-    for field in COUNTER_FIELDS:
-        samples = []
-        for c in counters:
-            value = field.read(c)
+    for field in DCGM_FIELDS:
+        info = field.info
+        raw: list[tuple[_Series, float]] = []
+        for s in series:
+            value = _value(field, s, counters.get(s.gpu.index))
             if value is not None:
-                samples.append(Sample(labels=labels[c.index][1], value=float(value)))
-        if samples:
+                raw.append((s, value))
+        if not raw:
+            continue
+        for name, new in _names(field_names, info):
+            driver_label = dcgm.DRIVER_LABEL_NEW if new or new_driver else dcgm.DRIVER_LABEL
+            samples = []
+            for s, value in raw:
+                names = (*s.names, driver_label)
+                values = (*s.values, s.driver)
+                pod = pods[(s.gpu.index, _gi(s.mig))]
+                if pod is not None:
+                    names += POD_LABELS
+                    values += pod
+                if field.name == XID_FIELD:
+                    code = int(value)
+                    names += XID_LABELS
+                    values += (str(code), dcgm.xid_message(code))
+                samples.append(
+                    Sample(
+                        labels=values,
+                        value=info.to_new(value) if new else value,
+                        label_names=names,
+                    )
+                )
             families.append(
                 Family(
-                    name=field.name,
-                    kind=Kind.GAUGE,
-                    help=field.help,
-                    label_names=labels[counters[0].index][0],
+                    name=name,
+                    kind=Kind(str(info.type)),
+                    help=(info.new_help or info.help) if new else info.help,
+                    label_names=samples[0].label_names or (),
                     samples=tuple(samples),
+                    exact=info.type is dcgm.Type.COUNTER,
                 )
             )
     return families
+
+
+def _gi(mig: MigDevice | None) -> int | None:
+    return None if mig is None else mig.gpu_instance_id
+
+
+def _value(field: DcgmField, s: _Series, counters: GpuCounters | None) -> float | None:
+    """The field's value on the series ``s`` (see :class:`DcgmField`)."""
+    if s.mig is None:
+        return field.read(s.gpu, counters)
+    if field.read_mig is not None:
+        return _num(field.read_mig(s.mig))
+    return field.read(s.gpu, counters) if field.per_gpu else None
 
 
 def xid_families(snapshot: Snapshot) -> list[Family]:
@@ -376,25 +454,6 @@ def xid_families(snapshot: Snapshot) -> list[Family]:
             ),
         ),
     ]
-
-
-def _mig_samples(
-    field: DcgmField, gpu: GpuSample, snapshot: Snapshot, host_label: str = HOST_LABEL
-) -> list[Sample]:
-    """The field's series for each MIG device of the GPU (one per GPU instance: its compute
-    instances share its memory)."""
-    if field.read_mig is None:
-        return []
-    samples = []
-    seen: set[int | None] = set()
-    for mig in gpu.mig_devices:
-        value = field.read_mig(mig)
-        if value is None or mig.gpu_instance_id in seen:
-            continue
-        seen.add(mig.gpu_instance_id)
-        names, values = dcgm_labels(gpu, snapshot, mig, host_label)
-        samples.append(Sample(labels=values, value=float(value), label_names=names))
-    return samples
 
 
 def short_command(row: ProcessRow | None) -> str:
@@ -589,17 +648,19 @@ def snapshot_families(
     sampler_restarts: int | None = None,
     host_label: str = HOST_LABEL,
     driver_up: bool | None = None,
+    field_names: FieldNames = FieldNames.LEGACY,
 ) -> list[Family]:
     """Every family for one scrape of ``snapshot`` (None: nothing sampled yet).
 
     ``age_s`` is how old the newest good sample is (see :func:`sample_age_s`); it grows while
     the driver hangs. ``sampler_restarts`` is how often the driver process was restarted, by
-    default the snapshot's count. ``host_label`` names the host label of the DCGM series.
+    default the snapshot's count. ``host_label`` names the host label of the DCGM series,
+    ``field_names`` picks their names (see :class:`FieldNames`).
     ``driver_up`` adds gputop_driver_up (None: not known, left out).
     """
     if sampler_restarts is None:
         sampler_restarts = snapshot.sampler_restarts if snapshot is not None else 0
-    families = dcgm_families(snapshot, host_label) if snapshot is not None else []
+    families = dcgm_families(snapshot, host_label, field_names) if snapshot is not None else []
     if snapshot is not None:
         families += xid_families(snapshot)
         families += [

@@ -23,6 +23,8 @@ MAX_PROCESSES = 1 << 22  # Linux's PID_MAX_LIMIT: no host has more processes tha
 MAX_AGE_S = 1e9  # ~30 years
 GPU_DIGITS = 4  # NVML indices are below 64; 4 digits leave room and keep int() cheap
 PID_DIGITS = 7  # PID_MAX_LIMIT is 4,194,304
+MAX_XID = 65_535.0  # Xid codes are below 200 today; NVML's event data is 64-bit, DCGM's int64
+MAX_XID_COUNT = 1e12  # one a microsecond for ten days
 
 # Why a series was skipped (Fleet.skipped's keys).
 UNREADABLE = "unreadable (labels not text, or the value not a finite number)"
@@ -36,14 +38,20 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "scraped": (0.0, MAX_STAMP),
     "used": (0.0, MAX_GPU_MIB),
     "free": (0.0, MAX_GPU_MIB),
+    "total": (0.0, MAX_GPU_MIB),
     "util": (0.0, 100.0),
     "power": (0.0, MAX_GPU_W),
     "temp": (MIN_C, MAX_C),
     "stuck": (0.0, MAX_PROCESSES),
     "unattributed": (0.0, MAX_GPU_BYTES),
     "age": (0.0, MAX_AGE_S),
+    "lost": (0.0, 1.0),
+    "silent": (0.0, 1.0),
+    "driver": (0.0, 1.0),
+    "xid": (0.0, MAX_XID),
+    "xid_count": (0.0, MAX_XID_COUNT),
 }
-COUNTS = frozenset({"up", "stuck"})
+COUNTS = frozenset({"up", "stuck", "lost", "silent", "driver", "xid", "xid_count"})
 PERCENT = (0.0, 100.0)  # the history's readings (utilisation, memory used)
 
 

@@ -225,9 +225,20 @@ class PrometheusClient:
         self._authorization = authorization
         self._tls = ssl.create_default_context() if base_url.startswith("https:") else None
 
-    def query(self, promql: str, *, timeout_s: float | None = None) -> Answer:
-        """The instant vector ``promql`` evaluates to now (PrometheusError on any failure)."""
-        body = self._get("query", {"query": promql}, timeout_s)
+    def query(
+        self, promql: str, *, at: float | None = None, timeout_s: float | None = None
+    ) -> Answer:
+        """The instant vector ``promql`` evaluates to at ``at`` (Unix seconds; None: the
+        server's now), PrometheusError on any failure.
+
+        The queries of one fleet read all pass the same ``at``: each evaluated at its own "now",
+        a GPU's used and free memory came from different scrapes and summed to more than its
+        total (issue 38).
+        """
+        params = {"query": promql}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
+        body = self._get("query", params, timeout_s)
         return self._answer(body, promql)
 
     def query_range(

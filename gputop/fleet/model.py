@@ -18,16 +18,30 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
+from gputop import dcgm
 from gputop.fleet import bounds
 from gputop.fleet.client import Answer, PrometheusClient, PrometheusError, Series
 
 MIB = 1024 * 1024
+
+
+def spellings(legacy: str) -> tuple[tuple[str, float], ...]:
+    """A DCGM field's names an exporter may use, each with what its value is multiplied by to
+    read in the legacy name's unit: the legacy name (1) and its DCGM 4.7 name where
+    :mod:`gputop.dcgm`'s table has one (a 0-1 ratio times 100 for %, bytes / 2**20 for MiB)."""
+    info = dcgm.BY_LEGACY[legacy]
+    if info.new is None:
+        return ((legacy, 1.0),)
+    return ((legacy, 1.0), (info.new, 1.0 / info.scale))
+
+
 LOOKBACK = "1h"  # how far back a down target's host name is looked for
 HOST_LABELS = ("hostname", "Hostname")
 STUCK_STATES = ("holder", "defunct", "orphan", "stopped")
+NO_GPU_SERIES = "no GPU series the fleet can read (neither DCGM's legacy names nor its 4.7 names)"
 # A host whose newest readings are older than this is stale: twice Prometheus's default scrape
 # interval (1 min), so a missed scrape or two is not an alarm, a hung exporter is.
 STALE_AFTER_S = 120.0
@@ -43,29 +57,98 @@ EXIT_STUCK_AND_BLIND = 6  # both
 # name only its UUID (every dcgm-exporter and gputop export series has one): at 4,000 GPUs, the
 # same six labels in five answers were most of a refresh's parsing (issue 20: under 5 % of a core).
 GPU_LABELS = "job, instance, hostname, Hostname, gpu, UUID"
-_WHOLE_GPU = '{GPU_I_ID=""}'  # a MIG device's series left out: its GPU's own count
+_BY_HOST = "hostname, Hostname"
 
-# name -> PromQL; one instant query each, for the whole fleet.
+# The DCGM fields the fleet reads, by their legacy names (the fleet's units: MiB, %, W, °C).
+FB_USED = "DCGM_FI_DEV_FB_USED"
+FB_FREE = "DCGM_FI_DEV_FB_FREE"
+GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
+POWER = "DCGM_FI_DEV_POWER_USAGE"
+TEMP = "DCGM_FI_DEV_GPU_TEMP"
+XID = "DCGM_FI_DEV_XID_ERRORS"
+FB_TOTAL = "DCGM_FI_DEV_FB_TOTAL"
+
+
+def _any_of(*legacy: str) -> str:
+    """A selector of every series under any name of these fields."""
+    names = [name for one in legacy for name, _ in spellings(one)]
+    return '{__name__=~"' + "|".join(names) + '"}'
+
+
+def per_gpu(legacy: str, by: str, mig: str) -> str:
+    """PromQL for one reading per GPU (grouped ``by``), in the legacy name's unit, from the
+    legacy name or its DCGM 4.7 name (converted), whichever the host exports.
+
+    A GPU's own series (no ``GPU_I_ID``) where it has one; else, for a MIG GPU as dcgm-exporter
+    shapes it (a series per GPU instance, none for the GPU), its instances' series aggregated
+    with ``mig``: ``sum`` for memory (the instances split the GPU's), ``avg`` for utilisation,
+    ``max`` for what each instance copies from its GPU (power, temperature). ``or`` keeps the
+    first of these a GPU has: a host serving both names, or a gputop export that still serves a
+    MIG GPU's own series beside its instances', counts each GPU once.
+    """
+    names = spellings(legacy)
+    whole = [_scaled(f'max by ({by}) ({name}{{GPU_I_ID=""}})', k) for name, k in names]
+    parts = [_scaled(f'{mig} by ({by}) ({name}{{GPU_I_ID!=""}})', k) for name, k in names]
+    return " or ".join([*whole, *parts])
+
+
+def _scaled(promql: str, factor: float) -> str:
+    """``promql`` times ``factor`` (a power of two or ten: exact either way)."""
+    if factor == 1:
+        return promql
+    if factor < 1:
+        return f"({promql}) / {1 / factor:.15g}"
+    return f"({promql}) * {factor:.15g}"
+
+
+def _last_hour(legacy: str) -> str:
+    return " or ".join(f"last_over_time({name}[{LOOKBACK}])" for name, _ in spellings(legacy))
+
+
+# The label that marks the free-memory series inside the memory query's answer.
+FREE_MARK = "gputop_fleet_reading"
+_FREE = f'label_replace({per_gpu(FB_FREE, "UUID", "sum")}, "{FREE_MARK}", "free", "", "")'
+
+# name -> PromQL; one instant query each, for the whole fleet, all at one evaluation time.
 QUERIES: dict[str, str] = {
     "up": "up",
     "scraped": "timestamp(up)",
     "known": (
-        f"group by (job, instance, hostname, Hostname) "
-        f"(last_over_time(DCGM_FI_DEV_FB_USED[{LOOKBACK}]) "
-        f"or last_over_time(gputop_info[{LOOKBACK}]))"
+        f"group by (job, instance, {_BY_HOST}) "
+        f"({_last_hour(FB_USED)} or last_over_time(gputop_info[{LOOKBACK}]))"
     ),
     # Only the labels the model reads come back: at 4,000 GPUs the answers' other labels
     # (pci_bus_id, device, DCGM_FI_DRIVER_VERSION, ...) were half the parsing time.
-    "used": f"max by ({GPU_LABELS}, modelName) (DCGM_FI_DEV_FB_USED{_WHOLE_GPU})",
-    "util": f"max by (UUID) (DCGM_FI_DEV_GPU_UTIL{_WHOLE_GPU})",
-    "free": f"max by (UUID) (DCGM_FI_DEV_FB_FREE{_WHOLE_GPU})",
-    "power": f"max by (UUID) (DCGM_FI_DEV_POWER_USAGE{_WHOLE_GPU})",
-    "temp": f"max by (UUID) (DCGM_FI_DEV_GPU_TEMP{_WHOLE_GPU})",
+    # Used memory with the labels that place each GPU, and free memory (by UUID, marked) in the
+    # same query: Prometheus evaluates one query against the scrapes committed when it starts,
+    # so the two come from the same scrape (two queries at one time= could straddle a scrape
+    # that commits between them: used + free off the GPU's total).
+    "used": f"{per_gpu(FB_USED, f'{GPU_LABELS}, modelName', 'sum')} or {_FREE}",
+    # The GPUs the memory query does not place (an exporter without FB_USED, as DCGM 4.7 may
+    # be): placed by their other readings. Empty when every GPU has a memory series.
+    "place": (
+        f"group by ({GPU_LABELS}, modelName) ({_any_of(TEMP, POWER, GPU_UTIL, FB_TOTAL)}) "
+        f"unless on (UUID) {_any_of(FB_USED)}"
+    ),
+    "util": per_gpu(GPU_UTIL, "UUID", "avg"),
+    "power": per_gpu(POWER, "UUID", "max"),
+    # the GPU's memory (MiB) where used + free is not known
+    "total": per_gpu(FB_TOTAL, "UUID", "sum"),
+    "temp": per_gpu(TEMP, "UUID", "max"),
     "info": "gputop_info",
     # Only the non-zero ones: a gputop host (gputop_info) with none has none stuck.
     "stuck": "gputop_stuck_processes > 0",
     "unattributed": "gputop_unattributed_memory_bytes > 0",
     "age": "gputop_sample_age_seconds",
+    # Health (gputop export's own series; dcgm-exporter has only the Xid field): GPUs off the
+    # bus, GPUs the driver did not answer for, a driver gputop cannot read, Xid errors.
+    "lost": "gputop_gpu_lost == 1",
+    "silent": "gputop_gpu_responding == 0",
+    "driver": "gputop_driver_up",
+    # the count since the exporter started (prometheus-client exposes a counter as _total)
+    "xid_count": 'max by (job, instance, gpu, UUID) ({__name__=~"gputop_xid_errors(_total)?"}) > 0',
+    # the newest Xid's code, per GPU (0: none); its MIG instances copy it
+    "xid": " or ".join(f"max by ({GPU_LABELS}) ({name} > 0)" for name, _ in spellings(XID)),
 }
 
 
@@ -90,11 +173,13 @@ class FleetGpu:
     memory_free_bytes: int | None = None
     power_w: float | None = None
     temperature_c: float | None = None
+    memory_capacity_bytes: int | None = None  # DCGM's FB_TOTAL (reserved memory included)
 
     @property
     def memory_total_bytes(self) -> int | None:
+        """Used + free (what a used-memory bar is out of), else the GPU's total memory."""
         if self.memory_used_bytes is None or self.memory_free_bytes is None:
-            return None
+            return self.memory_capacity_bytes if self.memory_used_bytes is not None else None
         return self.memory_used_bytes + self.memory_free_bytes
 
 
@@ -108,6 +193,18 @@ class Unattributed:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Xid:
+    """Xid errors on one GPU: the newest one's code (``DCGM_FI_DEV_XID_ERRORS``, which
+    dcgm-exporter and gputop serve) and how many since the exporter started (gputop only);
+    None: not reported."""
+
+    gpu: str
+    uuid: str
+    last: int | None = None
+    count: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FleetHost:
     """One host: its targets, GPUs and, where a gputop exporter serves it, its stuck processes."""
 
@@ -118,6 +215,13 @@ class FleetHost:
     stuck: Mapping[str, int] | None  # state -> count; None without a gputop exporter
     unattributed: tuple[Unattributed, ...] | None  # None without a gputop exporter
     age_s: float | None  # how old its newest readings are; None when no target is up
+    # Health, where its exporter says (gputop export; dcgm-exporter only the Xid field): the
+    # indices of GPUs that fell off the bus and of GPUs the driver did not answer for, whether
+    # gputop can read the driver (None: not said), Xid errors by GPU.
+    lost: tuple[str, ...] = ()
+    not_responding: tuple[str, ...] = ()
+    driver_up: bool | None = None
+    xid: tuple[Xid, ...] = ()
 
     @property
     def down(self) -> bool:
@@ -135,8 +239,26 @@ class FleetHost:
 
     @property
     def troubled(self) -> bool:
-        """Stuck processes or unattributed GPU memory reported."""
-        return bool(self.stuck_total) or bool(self.unattributed_bytes)
+        """Stuck processes, unattributed GPU memory or Xid errors reported."""
+        return bool(self.stuck_total) or bool(self.unattributed_bytes) or bool(self.xid)
+
+    @property
+    def no_gpu_series(self) -> bool:
+        """Up, yet no GPU reading the fleet can read: neither DCGM's legacy names nor its 4.7
+        ones (or a driver that answers for no GPU)."""
+        return not self.down and not self.gpus
+
+    @property
+    def blind(self) -> bool:
+        """Some of it cannot be seen: down, stale, a GPU lost or not responding, the driver
+        unreadable, or no GPU series at all."""
+        return (
+            self.down
+            or self.stale
+            or bool(self.lost or self.not_responding)
+            or self.driver_up is False
+            or self.no_gpu_series
+        )
 
     @property
     def unattributed_bytes(self) -> int | None:
@@ -202,25 +324,36 @@ class Fleet:
         return sum(len(h.gpus) for h in self.hosts)
 
     def exit_code(self) -> int:
-        """0, or :data:`EXIT_STUCK`, :data:`EXIT_BLIND`, :data:`EXIT_STUCK_AND_BLIND`."""
+        """0, or :data:`EXIT_STUCK` (stuck processes, unattributed memory, Xid errors),
+        :data:`EXIT_BLIND` (a host down or stale, a GPU lost or not responding, a driver gputop
+        cannot read, a host without GPU series), :data:`EXIT_STUCK_AND_BLIND`."""
         stuck = any(h.troubled for h in self.hosts)
-        blind = any(h.down or h.stale for h in self.hosts)
+        blind = any(h.blind for h in self.hosts)
         if stuck and blind:
             return EXIT_STUCK_AND_BLIND
         return EXIT_STUCK if stuck else (EXIT_BLIND if blind else EXIT_OK)
 
     def problems(self) -> str | None:
         """What the non-zero exit code stands for, in one line (None: all is well)."""
-        troubled = [h.name for h in self.hosts if h.troubled]
-        down = [h.name for h in self.hosts if h.down]
-        stale = [h.name for h in self.hosts if h.stale]
+        stale = f"stale (readings over {STALE_AFTER_S:.0f} s old)"
+        kinds: tuple[tuple[str, Callable[[FleetHost], object]], ...] = (
+            (
+                "stuck processes or unattributed memory on",
+                lambda h: h.stuck_total or h.unattributed_bytes,
+            ),
+            ("Xid errors on", lambda h: h.xid),
+            ("down:", lambda h: h.down),
+            (f"{stale}:", lambda h: h.stale),
+            ("GPUs lost on", lambda h: h.lost),
+            ("GPUs not responding on", lambda h: h.not_responding),
+            ("driver unreadable on", lambda h: h.driver_up is False),
+            (f"{NO_GPU_SERIES} on", lambda h: h.no_gpu_series and h.driver_up is not False),
+        )
         parts = []
-        if troubled:
-            parts.append(f"stuck processes or unattributed memory on {_names(troubled)}")
-        if down:
-            parts.append(f"down: {_names(down)}")
-        if stale:
-            parts.append(f"stale (readings over {STALE_AFTER_S:.0f} s old): {_names(stale)}")
+        for what, test in kinds:
+            names = [h.name for h in self.hosts if test(h)]
+            if names:
+                parts.append(f"{what} {_names(names)}")
         return "; ".join(parts) or None
 
 
@@ -234,11 +367,35 @@ def read_fleet(client: PrometheusClient, *, timeout_s: float | None = None) -> F
     return build_fleet(_ask(client, QUERIES, timeout_s), prometheus=client.base_url)
 
 
+def split_free(answers: dict[str, Answer]) -> dict[str, Answer]:
+    """``answers`` with the free-memory series the memory query carries (:data:`FREE_MARK`)
+    moved out of "used" into "free" (in place; also returned)."""
+    used = answers.get("used")
+    if used is None:
+        return answers
+    free = tuple(s for s in used.series if s.labels.get(FREE_MARK) == "free")
+    if free:
+        rest = tuple(s for s in used.series if s.labels.get(FREE_MARK) != "free")
+        answers["used"] = Answer(at=used.at, series=rest, skipped=used.skipped)
+        answers["free"] = Answer(at=used.at, series=free)
+    return answers
+
+
 def _ask(
-    client: PrometheusClient, queries: Mapping[str, str], timeout_s: float | None = None
+    client: PrometheusClient,
+    queries: Mapping[str, str],
+    timeout_s: float | None = None,
+    *,
+    at: float | None = None,
 ) -> dict[str, Answer]:
+    """Every query's answer, all evaluated at ``at`` (default: now), within ``timeout_s``.
+
+    One evaluation time for all: each query at its own "now" read a GPU's used memory from one
+    scrape and its free memory from the next (used + free off its total in 23 of 50 reads).
+    """
     limit = client.timeout_s if timeout_s is None else timeout_s
     deadline = time.monotonic() + limit
+    at = time.time() if at is None else at
     answers: dict[str, Answer] = {}
     for name, promql in queries.items():
         left = deadline - time.monotonic()
@@ -246,26 +403,24 @@ def _ask(
             raise PrometheusError(
                 f"Prometheus at {client.base_url} did not answer within {limit:g} s"
             )
-        answers[name] = client.query(promql, timeout_s=left)
-    return answers
+        answers[name] = client.query(promql, at=at, timeout_s=left)
+    return split_free(answers)
 
 
 # The overview's memory query between placements: the values alone, by UUID (FleetReader).
-USED_BY_UUID = f"max by (UUID) (DCGM_FI_DEV_FB_USED{_WHOLE_GPU})"
+USED_BY_UUID = f"{per_gpu(FB_USED, 'UUID', 'sum')} or {_FREE}"
 PLACE_EVERY = 6  # overview reads between two of the memory query with every label (30 s at 5 s)
 
 
 HISTORY_POINTS = 16
 HISTORY_STEP_S = 30.0
-# One range query per metric for the whole fleet, a series per host (MIG devices left out:
-# their GPU's own series count).
-_BY_HOST = "by (hostname, Hostname)"
+# One range query per metric for the whole fleet, a series per host: the mean of its GPUs'
+# utilisation, the share of its GPUs' memory in use (a MIG GPU once, as in QUERIES).
+_HOST_USED = f"sum by ({_BY_HOST}) ({per_gpu(FB_USED, f'{_BY_HOST}, UUID', 'sum')})"
+_HOST_FREE = f"sum by ({_BY_HOST}) ({per_gpu(FB_FREE, f'{_BY_HOST}, UUID', 'sum')})"
 HISTORY_QUERIES: dict[str, str] = {
-    "util": f"avg {_BY_HOST} (DCGM_FI_DEV_GPU_UTIL{_WHOLE_GPU})",
-    "memory": (
-        f"100 * sum {_BY_HOST} (DCGM_FI_DEV_FB_USED{_WHOLE_GPU}) / sum {_BY_HOST} "
-        f"(DCGM_FI_DEV_FB_USED{_WHOLE_GPU} + DCGM_FI_DEV_FB_FREE{_WHOLE_GPU})"
-    ),
+    "util": f"avg by ({_BY_HOST}) ({per_gpu(GPU_UTIL, f'{_BY_HOST}, UUID', 'avg')})",
+    "memory": f"100 * {_HOST_USED} / ({_HOST_USED} + {_HOST_FREE})",
 }
 
 
@@ -330,17 +485,20 @@ class FleetReader:
         return replace(fleet, history=self.history)
 
     def _answers(self) -> dict[str, Answer]:
+        at = time.time()
         if self.calls % self.place_every == 0 or not self.placement:
-            answers = _ask(self.client, QUERIES)
+            answers = _ask(self.client, QUERIES, at=at)
             self._place(answers["used"])
             return answers
-        answers = _ask(self.client, {**QUERIES, "used": USED_BY_UUID})
+        answers = _ask(self.client, {**QUERIES, "used": USED_BY_UUID}, at=at)
         by_uuid, placement = answers["used"], self.placement
         series: list[Series] = []
         for s in by_uuid.series:
             places = placement.get(s.labels.get("UUID") or "")
             if places is None:  # a GPU new since the last placement: place them all again
-                answers["used"] = self.client.query(QUERIES["used"])
+                # at the same time as the others: the answers must still add up
+                answers["used"] = self.client.query(QUERIES["used"], at=at)
+                split_free(answers)
                 self._place(answers["used"])
                 return answers
             series.extend(Series(labels, s.value) for labels in places)
@@ -379,6 +537,10 @@ class _Host:
     stuck: dict[str, int] | None = None
     unattributed: list[Unattributed] | None = None
     age_s: float | None = None
+    lost: set[str] = field(default_factory=set)
+    silent: set[str] = field(default_factory=set)
+    driver_up: bool | None = None
+    xid: dict[str, dict[str, object]] = field(default_factory=dict)  # gpu or UUID -> Xid's
 
 
 class _Builder:
@@ -389,7 +551,7 @@ class _Builder:
         # target -> the hosts its series name (from the current series and the last hour's)
         self.names: dict[TargetKey, list[str]] = {}
         seen: set[tuple[TargetKey, str | None]] = set()
-        for key in ("known", "used", "util", "free", "power", "temp", "info"):
+        for key in ("known", "used", "place", "util", "free", "power", "temp", "info"):
             series = self._series(key)
             if series and not _placeable(series[0].labels):
                 continue  # by UUID alone (every series of an answer has the same label names)
@@ -436,7 +598,7 @@ class _Builder:
         by_uuid: dict[str, list[dict[str, object]]] = {}
         for key, attribute in _GPU_FIELDS:  # "used" first: it places each GPU on its host
             series = self._series(key)
-            scale = MIB if key in ("used", "free") else 0
+            scale = MIB if key in ("used", "free", "total") else 0
             if series and not _placeable(series[0].labels):
                 # Named by UUID alone (every series of an answer has the same label names): at
                 # 4,000 GPUs a refresh has 16,000 of these, so the loop is kept tight.
@@ -459,9 +621,10 @@ class _Builder:
                     known = by_uuid.setdefault(str(gpu["uuid"]), [])
                     if not any(g is gpu for g in known):
                         known.append(gpu)
-                if labels.get("modelName"):  # only the memory query asks for it
+                if labels.get("modelName"):  # only the placing queries ask for it
                     gpu["model"] = labels["modelName"]
-                gpu[attribute] = int(s.value * scale) if scale else s.value
+                if attribute:
+                    gpu[attribute] = int(s.value * scale) if scale else s.value
 
     def _place_gpu(self, labels: Mapping[str, str]) -> dict[str, object] | None:
         """The GPU a series with its target or host labels names, on its host (None: none)."""
@@ -528,10 +691,31 @@ class _Builder:
             if host is not None and host.age_s is not None:
                 host.age_s += s.value
 
+    def add_health(self) -> None:
+        """Lost and not-responding GPUs, the driver's state, Xid errors (by target or host)."""
+        for key, found in (("lost", "lost"), ("silent", "silent")):
+            for s in self._series(key):
+                host = self.host_of(s.labels)
+                if host is not None and s.labels.get("gpu"):
+                    getattr(host, found).add(s.labels["gpu"])
+        for s in self._series("driver"):
+            host = self.host_of(s.labels)
+            if host is not None:  # any target that cannot read its driver makes it False
+                host.driver_up = (host.driver_up is not False) and s.value == 1
+        for key, attribute in (("xid", "last"), ("xid_count", "count")):
+            for s in self._series(key):
+                host = self.host_of(s.labels)
+                if host is None:
+                    continue
+                gpu, uuid = s.labels.get("gpu", ""), s.labels.get("UUID", "")
+                one = host.xid.setdefault(uuid or gpu, {"gpu": gpu, "uuid": uuid})
+                one[attribute] = int(s.value)
+
     def build(self) -> tuple[FleetHost, ...]:
         self.add_gpu_fields()
         self.add_targets()
         self.add_gputop()
+        self.add_health()
         hosts = []
         for h in sorted(self.hosts.values(), key=lambda h: h.name):
             gpus = sorted(h.gpus.values(), key=lambda g: (_index(str(g["gpu"])), str(g["uuid"])))
@@ -554,6 +738,19 @@ class _Builder:
                         else None
                     ),
                     age_s=h.age_s if up else None,
+                    # what a target that is down last said is not now's news
+                    lost=tuple(sorted(h.lost, key=_index)) if up else (),
+                    # a lost GPU does not respond either: said once, as lost
+                    not_responding=tuple(sorted(h.silent - h.lost, key=_index)) if up else (),
+                    driver_up=h.driver_up if up else None,
+                    xid=tuple(
+                        sorted(
+                            (Xid(**x) for x in h.xid.values()),  # type: ignore[arg-type]
+                            key=lambda x: (_index(x.gpu), x.uuid),
+                        )
+                    )
+                    if up
+                    else (),
                 )
             )
         return tuple(hosts)
@@ -561,6 +758,8 @@ class _Builder:
 
 _GPU_FIELDS = (
     ("used", "memory_used_bytes"),
+    ("place", ""),  # placed only
+    ("total", "memory_capacity_bytes"),
     ("util", "util_percent"),
     ("free", "memory_free_bytes"),
     ("power", "power_w"),

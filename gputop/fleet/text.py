@@ -7,11 +7,12 @@ import time
 from typing import Any
 
 from gputop.cells import cell_len, ljust, rjust
-from gputop.fleet.model import STALE_AFTER_S, Fleet, FleetHost
+from gputop.fleet.model import NO_GPU_SERIES, STALE_AFTER_S, Fleet, FleetHost
 
 GIB = 1024**3
 SCHEMA = 1
-COLUMNS = ("HOST", "GPUS", "UTIL", "MEMORY", "POWER", "TEMP", "STUCK", "UNATTR", "AGE")
+# HEALTH next to GPUS: on an 80-column terminal it is on screen with the host's name.
+COLUMNS = ("HOST", "GPUS", "HEALTH", "UTIL", "MEMORY", "POWER", "TEMP", "STUCK", "UNATTR", "AGE")
 RIGHT = frozenset({"GPUS", "UTIL", "MEMORY", "POWER", "TEMP", "STUCK", "UNATTR", "AGE"})
 
 
@@ -27,6 +28,48 @@ def age_text(host: FleetHost) -> str:
     return f"{host.age_s:.0f} s" if host.age_s >= 10 else f"{host.age_s:.1f} s"
 
 
+def health_words(host: FleetHost) -> list[str]:
+    """What is wrong with a host's GPUs, in full (``GPU 3 lost (fell off the bus)``, ``Xid 79 on
+    GPU 2``...); empty: nothing its exporter reports."""
+    if host.down:
+        return []
+    words = []
+    if host.driver_up is False:
+        words.append("driver unreadable (gputop_driver_up 0)")
+    words += [f"GPU {gpu} lost (fell off the bus)" for gpu in host.lost]
+    words += [f"GPU {gpu} not responding" for gpu in host.not_responding]
+    for x in host.xid:
+        text = f"Xid {x.last}" if x.last is not None else "Xid errors"
+        text += f" on GPU {x.gpu or x.uuid}"
+        if x.count is not None:
+            text += f" ({x.count} since the exporter started)"
+        words.append(text)
+    if host.no_gpu_series and host.driver_up is not False:
+        words.append(NO_GPU_SERIES)
+    return words
+
+
+def health_cell(host: FleetHost) -> str:
+    """The HEALTH cell: ``ok``, or what is wrong in a few words (``1 lost, Xid 79``)."""
+    if host.down:
+        return "-"
+    words = []
+    if host.driver_up is False:
+        words.append("no driver")
+    if host.lost:
+        words.append(f"{len(host.lost)} lost")
+    if host.not_responding:
+        words.append(f"{len(host.not_responding)} unresp")
+    codes = sorted({x.last for x in host.xid if x.last is not None})
+    if codes:
+        words.append("Xid " + "/".join(map(str, codes)))
+    elif host.xid:
+        words.append("Xid")
+    if host.no_gpu_series and host.driver_up is not False:
+        words.append("no GPU series")
+    return ", ".join(words) or "ok"
+
+
 def host_cells(host: FleetHost, degree: str = "°") -> dict[str, str]:
     """The table's cells for one host ("-": not known)."""
     used, total = host.memory_used_bytes, host.memory_total_bytes
@@ -35,6 +78,7 @@ def host_cells(host: FleetHost, degree: str = "°") -> dict[str, str]:
     return {
         "HOST": host.name,
         "GPUS": str(len(host.gpus)) if host.gpus or not host.down else "-",
+        "HEALTH": health_cell(host),
         "UTIL": "-" if util is None else f"{util:.0f} %",
         "MEMORY": "-" if used is None else f"{gib(used)} / {gib(total)} GiB",
         "POWER": "-" if power is None else f"{power:.0f} W",
@@ -68,8 +112,8 @@ def render_table(fleet: Fleet, degree: str = "°") -> str:
     )
     if not fleet.hosts:
         summary = (
-            f"no GPU hosts: {fleet.prometheus} has no DCGM_FI_DEV_* or gputop_* series "
-            "(is it scraping gputop export or dcgm-exporter?)"
+            f"no GPU hosts: {fleet.prometheus} has no DCGM_FI_DEV_* (legacy or DCGM 4.7 names) "
+            "or gputop_* series (is it scraping gputop export or dcgm-exporter?)"
         )
         return summary + "\n"
     return "\n".join([*lines, summary]) + "\n"
@@ -109,6 +153,18 @@ def render_stuck_report(fleet: Fleet) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_health_report(fleet: Fleet) -> str:
+    """Which hosts have lost or silent GPUs, Xid errors, an unreadable driver, no GPU series."""
+    lines = ["GPU health across the fleet:"]
+    for host in fleet.hosts:
+        words = health_words(host)
+        if words:
+            lines.append(f"  {host.name}: {', '.join(words)}")
+    if len(lines) == 1:
+        lines.append("  no lost or unresponsive GPUs, no Xid errors reported")
+    return "\n".join(lines) + "\n"
+
+
 def fleet_json(fleet: Fleet) -> dict[str, Any]:
     """The fleet as JSON-ready data (bytes, watts, °C, seconds; null: not known)."""
     return {
@@ -121,6 +177,9 @@ def fleet_json(fleet: Fleet) -> dict[str, Any]:
         "hosts": [_host_json(h) for h in fleet.hosts],
         "stuck": [
             {"host": h.name, "summary": stuck_words(h)} for h in fleet.hosts if stuck_words(h)
+        ],
+        "health": [
+            {"host": h.name, "summary": health_words(h)} for h in fleet.hosts if health_words(h)
         ],
         # Series left out as unbelievable, by reason: never shown, summed or in the exit code.
         "skipped": dict(fleet.skipped),
@@ -147,6 +206,13 @@ def _host_json(host: FleetHost) -> dict[str, Any]:
         if host.unattributed is None
         else [{"gpu": u.gpu, "uuid": u.uuid, "bytes": u.bytes} for u in host.unattributed],
         "age_s": host.age_s,
+        # health (null or empty: not reported; only gputop export reports lost, not responding
+        # and the driver; dcgm-exporter and gputop the newest Xid)
+        "lost_gpus": list(host.lost),
+        "not_responding_gpus": list(host.not_responding),
+        "driver_up": host.driver_up,
+        "xid": [{"gpu": x.gpu, "uuid": x.uuid, "last": x.last, "count": x.count} for x in host.xid],
+        "no_gpu_series": host.no_gpu_series,
         "gpus": [
             {
                 "gpu": g.gpu,

@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler
 import pytest
 from rich.cells import cell_len
 
-from gputop.fleet.model import QUERIES
+from gputop.fleet.model import FREE_MARK, QUERIES
 from tests.fleet.conftest import send, static_server
 from tests.wide import CJK_GPU, WideBox, wide_box
 
@@ -96,11 +96,12 @@ def prometheus_answer(handler: BaseHTTPRequestHandler) -> None:
         "known": [(t, "1") for t in targets],
         "info": [(t, "1") for t in targets],
         "age": [(t, "1.5") for t in targets],
+        # free memory comes in the memory query's answer, marked (gputop.fleet.model.FREE_MARK)
         "used": [
             ({**t, "gpu": "0", "UUID": HOSTS[t["hostname"]], "modelName": "A100"}, "1024")
             for t in targets
-        ],
-        "free": [({"UUID": uuid}, "1024") for uuid in HOSTS.values()],  # MiB, as DCGM's
+        ]
+        + [({"UUID": uuid, FREE_MARK: "free"}, "1024") for uuid in HOSTS.values()],  # MiB
         "util": [({"UUID": uuid}, "50") for uuid in HOSTS.values()],
     }
     now = 1_700_000_000.0

@@ -412,3 +412,24 @@ def test_closing_while_the_demo_is_still_starting_leaves_nothing_behind() -> Non
             if proc.environ().get("GPUTOP_ACTOR_OWNER") == owner and not gone(proc.pid):
                 left.append(proc.pid)
     assert all(gone_within(pid, 3) for pid in left), f"demo processes left running: {left}"
+
+
+def test_a_reading_cut_short_keeps_the_counters_of_the_gpus_that_answered(
+    opened: Callable[..., IsolatedSource], scenario_file: Callable[[str], str]
+) -> None:
+    """The exporter's counter series must not blink out whenever one GPU is slow: the GPUs that
+    answered keep the counters of the last whole reading; the silent one has none."""
+    path = scenario_file("""
+        [[fault]]
+        call = "nvmlDeviceGetTemperature"
+        kind = "hang"
+        gpu = 1
+        after_s = 2.0
+        until_s = 6.0
+    """)
+    source = opened(scenario=path, counters=True)
+    whole = source.snapshot_within(5)
+    assert [c.index for c in whole.counters] == [0, 1, 2]
+    snap, _ = first_silent(source, 1.0)
+    assert [g.state for g in snap.gpus][:2] == [GpuState.OK, GpuState.NOT_RESPONDING]
+    assert [c.index for c in snap.counters] == [0]

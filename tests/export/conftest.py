@@ -47,6 +47,37 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+@contextlib.contextmanager
+def prometheus_on(
+    binary: str, folder: Path, config: Path
+) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """A real Prometheus with this config file on a free loopback port: (its URL, process);
+    its data and log in ``folder`` (also the 500-host bench's)."""
+    port = free_port()
+    with (folder / "prometheus.log").open("w") as log:
+        proc = subprocess.Popen(
+            [
+                binary,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={folder / 'data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            yield f"http://127.0.0.1:{port}", proc
+        finally:
+            stop_process(proc)
+
+
+def check_running(prometheus: subprocess.Popen[str], tmp: Path) -> None:
+    if prometheus.poll() is not None:
+        text = (tmp / "prometheus.log").read_text()[-2000:]
+        pytest.fail(f"prometheus exited: {text}")
+
+
 def http_get(url: str, timeout_s: float = 5.0) -> str:
     """GET url and return the body (loopback only)."""
     with urllib.request.urlopen(url, timeout=timeout_s) as response:
@@ -55,12 +86,17 @@ def http_get(url: str, timeout_s: float = 5.0) -> str:
 
 
 def samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
-    """(labels, value) of every sample called ``name`` in exposition text."""
+    """(labels, value) of every sample called ``name`` in exposition text.
+
+    prometheus-client's parser names a counter's series ``<name>_total`` even where the text
+    has the exact name (dcgm-exporter's counters): those are found under the family's name too.
+    """
     return [
         (dict(sample.labels), float(sample.value))
         for family in text_string_to_metric_families(text)
         for sample in family.samples
         if sample.name == name
+        or (family.type == "counter" and family.name == name and sample.name == name + "_total")
     ]
 
 
@@ -79,9 +115,12 @@ def stop_process(proc: subprocess.Popen[str]) -> None:
 
 
 @contextlib.contextmanager
-def exporter_process(*extra: str, timeout_s: float = 30.0) -> Iterator[str]:
-    """Run `gputop export --demo` on a free loopback port; yields its /metrics URL."""
-    cmd = [sys.executable, "-m", "gputop", "export", "--demo", "--listen", "127.0.0.1:0", *extra]
+def exporter_process(
+    *extra: str, timeout_s: float = 30.0, driver: tuple[str, ...] = ("--demo",)
+) -> Iterator[str]:
+    """Run `gputop export --demo` (or the ``driver`` options) on a free loopback port; yields
+    its /metrics URL."""
+    cmd = [sys.executable, "-m", "gputop", "export", *driver, "--listen", "127.0.0.1:0", *extra]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
         cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True

@@ -21,7 +21,7 @@ def test_demo_exporter_serves_every_simulated_gpu() -> None:
         body = http_get(url)
     rows = samples(body, "DCGM_FI_DEV_GPU_UTIL")
     assert {lab["UUID"] for lab, _ in rows} == {g.uuid for g in load_scenario("demo").gpus}
-    assert all(lab["device"] == f"nvidia{lab['gpu']}" and lab["Hostname"] for lab, _ in rows)
+    assert all(lab["device"] == f"nvidia{lab['gpu']}" and lab["hostname"] for lab, _ in rows)
     # the demo's stuck holder is a real process found by the holder scan
     stuck = {lab["state"]: v for lab, v in samples(body, "gputop_stuck_processes")}
     assert stuck["holder"] >= 1

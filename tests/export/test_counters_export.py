@@ -1,6 +1,7 @@
-"""dcgm-exporter's default counters beyond a sample's readings, and the host label's name.
+"""dcgm-exporter's default counters beyond a sample's readings, the host label's name, the Xid
+labels and the DCGM 4.7 field names.
 
-Rendered by prometheus_client from snapshots of the simulated driver (the real pynvml on it).
+Rendered by gputop.export.prom from snapshots of the simulated driver (the real pynvml on it).
 """
 
 from __future__ import annotations
@@ -10,14 +11,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gputop import sim
-from gputop.commands.export import HOST_LABEL_CHOICES, add_arguments
+from gputop import dcgm, sim
+from gputop.commands.export import FIELD_NAMES_CHOICES, HOST_LABEL_CHOICES, add_arguments
 from gputop.engine.model import Snapshot
-from gputop.export.metrics import COUNTER_FIELDS, HOST_LABELS
-from gputop.export.prom import SnapshotCollector, make_registry
+from gputop.export.metrics import COUNTER_FIELDS, HOST_LABELS, FieldNames
+from gputop.export.prom import SnapshotCollector, generate_text, make_registry
 from tests.export.conftest import exporter_process, http_get, samples
 
 Source = Any
@@ -48,9 +48,11 @@ class Holder:
         self.restarts = 0
 
 
-def render(snapshot: Snapshot, host_label: str = "Hostname") -> str:
-    collector = SnapshotCollector(Holder(snapshot), host_label=host_label)
-    return generate_latest(make_registry(collector)).decode()
+def render(snapshot: Snapshot, host_label: str = "hostname", field_names: str = "legacy") -> str:
+    collector = SnapshotCollector(
+        Holder(snapshot), host_label=host_label, field_names=FieldNames(field_names)
+    )
+    return generate_text(make_registry(collector)).decode()
 
 
 def one(text: str, name: str, gpu: str = "0") -> tuple[dict[str, str], float]:
@@ -78,7 +80,7 @@ def test_counters_of_a_hopper_gpu(ticked: Callable[..., Snapshot]) -> None:
     text = render(ticked({"gpu": [H100, A100]}))
     labels, energy = one(text, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION")
     assert energy == 1_000_000  # 250 W for 4 s, in mJ
-    assert set(GPU_LABELS) <= set(labels) and labels["Hostname"]
+    assert set(GPU_LABELS) <= set(labels) and labels["hostname"]
     assert one(text, "DCGM_FI_DEV_MEMORY_TEMP")[1] == 48
     assert one(text, "DCGM_FI_DEV_PCIE_REPLAY_COUNTER")[1] == 2
     assert one(text, "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS")[1] == 5
@@ -112,14 +114,70 @@ def test_what_an_older_gpu_lacks_is_left_out(ticked: Callable[..., Snapshot]) ->
     assert one(text, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION")[1] == 4 * 60_000
 
 
-def test_families_have_dcgm_help_and_stay_gauges(ticked: Callable[..., Snapshot]) -> None:
+def test_families_have_dcgm_help_and_type(ticked: Callable[..., Snapshot]) -> None:
     text = render(ticked({"gpu": [H100]}))
     families = {f.name: f for f in text_string_to_metric_families(text)}
+    assert {f.name for f in COUNTER_FIELDS} >= {
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+    }
     for field in COUNTER_FIELDS:
-        # prometheus-client would expose a counter as NAME_total: the name would not be DCGM's
-        assert families[field.name].type == "gauge"
+        if field.name == "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL":
+            continue  # the simulated H100 reports no ECC
+        assert families[field.name].type == "counter", field.name
         assert families[field.name].documentation == field.help
+        # dcgm-exporter's exact name, not prometheus-client's NAME_total
+        assert f"\n# TYPE {field.name} counter\n" in text
+        assert f"\n{field.name}{{" in text and f"{field.name}_total" not in text
+    assert families["DCGM_FI_DEV_XID_ERRORS"].type == "gauge"  # the last Xid: a gauge
     assert families["gputop_xid_errors"].type == "counter"
+    assert "\ngputop_xid_errors_total{" in text  # gputop's own counters keep _total
+
+
+def test_xid_labels_as_dcgm_exporter(ticked: Callable[..., Snapshot]) -> None:
+    text = render(ticked({"gpu": [H100, A100]}))
+    labels, value = one(text, "DCGM_FI_DEV_XID_ERRORS")
+    assert (value, labels["err_code"], labels["err_msg"]) == (
+        79,
+        "79",
+        "GPU has fallen off the bus",
+    )
+    labels, value = one(text, "DCGM_FI_DEV_XID_ERRORS", gpu="1")
+    assert (value, labels["err_code"], labels["err_msg"]) == (0, "0", "No Error")
+    assert "err_code" not in one(text, "DCGM_FI_DEV_GPU_TEMP")[0]
+    assert dcgm.xid_message(10_000) == "Unknown Error"
+
+
+def test_dcgm47_names_and_units(ticked: Callable[..., Snapshot]) -> None:
+    snap = ticked({"gpu": [H100]})
+    legacy = render(snap)
+    new = render(snap, field_names="dcgm4.7")
+    clock = one(legacy, "DCGM_FI_DEV_SM_CLOCK")[1]
+    assert one(new, "DCGM_FI_DEV_SM_CLOCK_HERTZ")[1] == clock * 1e6
+    assert samples(new, "DCGM_FI_DEV_SM_CLOCK") == []
+    assert one(new, "DCGM_FI_DEV_GPU_UTIL_RATIO")[1] == pytest.approx(0.40)
+    energy = one(legacy, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION")[1]
+    assert one(new, "DCGM_FI_DEV_GPU_ENERGY_JOULES_TOTAL")[1] == energy / 1000
+    assert "# TYPE DCGM_FI_DEV_GPU_ENERGY_JOULES_TOTAL counter" in new
+    total = one(legacy, "DCGM_FI_DEV_FB_TOTAL")[1]
+    assert one(new, "DCGM_FI_DEV_FB_CAPACITY_BYTES")[1] == total * 2**20
+    # no confirmed DCGM 4.7 name: the legacy one stays
+    assert one(new, "DCGM_FI_DEV_FB_USED")[1] == one(legacy, "DCGM_FI_DEV_FB_USED")[1]
+    labels = one(new, "DCGM_FI_DEV_FB_USED")[0]
+    assert "DCGM_FI_SYSTEM_DRIVER_VERSION" in labels and "DCGM_FI_DRIVER_VERSION" not in labels
+    both = render(snap, field_names="both")
+    assert one(both, "DCGM_FI_DEV_SM_CLOCK")[1] == clock
+    assert one(both, "DCGM_FI_DEV_SM_CLOCK_HERTZ")[1] == clock * 1e6
+    assert "DCGM_FI_DRIVER_VERSION" in one(both, "DCGM_FI_DEV_SM_CLOCK")[0]
+    assert "DCGM_FI_SYSTEM_DRIVER_VERSION" in one(both, "DCGM_FI_DEV_SM_CLOCK_HERTZ")[0]
+    for name in dcgm.BY_NEW:  # every new name reads back to the legacy value
+        f = dcgm.BY_NEW[name]
+        for lab, v in samples(both, name):
+            (legacy_value,) = [lv for ll, lv in samples(both, f.legacy) if ll["gpu"] == lab["gpu"]]
+            assert dcgm.legacy_value(name, v) == pytest.approx(legacy_value), name
 
 
 def test_a_lost_gpu_has_no_counter_series(
@@ -154,18 +212,22 @@ def test_the_host_label_is_named_as_asked(ticked: Callable[..., Snapshot], host_
     assert info["hostname"] == snap.system.hostname
 
 
-def test_the_option_defaults_to_every_releases_name() -> None:
+def test_the_options_default_to_the_current_release() -> None:
     parser = argparse.ArgumentParser()
     add_arguments(parser)
-    assert parser.parse_args([]).hostname_label == "Hostname"
-    assert parser.parse_args(["--hostname-label", "hostname"]).hostname_label == "hostname"
+    assert parser.parse_args([]).hostname_label == "hostname"
+    assert parser.parse_args(["--hostname-label", "Hostname"]).hostname_label == "Hostname"
     with pytest.raises(SystemExit):
         parser.parse_args(["--hostname-label", "host"])
     assert HOST_LABEL_CHOICES == HOST_LABELS
+    assert parser.parse_args([]).field_names == "legacy"
+    assert tuple(FieldNames) == FIELD_NAMES_CHOICES
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--field-names", "dcgm5"])
 
 
 def test_the_exporter_process_takes_the_option() -> None:
-    with exporter_process("--interval", "1", "--hostname-label", "hostname") as url:
+    with exporter_process("--interval", "1", "--hostname-label", "Hostname") as url:
         body = http_get(url)
     rows = samples(body, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION")
-    assert len(rows) == 4 and all(lab["hostname"] and "Hostname" not in lab for lab, _ in rows)
+    assert len(rows) == 4 and all(lab["Hostname"] and "hostname" not in lab for lab, _ in rows)

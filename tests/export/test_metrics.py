@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gputop.engine.model import (
@@ -17,7 +16,7 @@ from gputop.engine.model import (
     Snapshot,
 )
 from gputop.export.metrics import DCGM_FIELDS, Family, snapshot_families
-from gputop.export.prom import SnapshotCollector, make_registry
+from gputop.export.prom import SnapshotCollector, generate_text, make_registry
 from tests.export.conftest import samples
 from tests.fakes import GiB, lost_gpu, make_gpu, make_snapshot
 
@@ -30,7 +29,7 @@ def render(snapshot: Snapshot | None) -> str:
         errors = 0
         restarts = 0
 
-    return generate_latest(make_registry(SnapshotCollector(Holder()))).decode()
+    return generate_text(make_registry(SnapshotCollector(Holder()))).decode()
 
 
 def by_name(families: list[Family]) -> dict[str, Family]:
@@ -51,7 +50,7 @@ def test_dcgm_labels_match_dcgm_exporter() -> None:
             "pci_bus_id": gpu.pci_bus_id,
             "device": f"nvidia{gpu.index}",
             "modelName": gpu.name,
-            "Hostname": snap.system.hostname,
+            "hostname": snap.system.hostname,
             "DCGM_FI_DRIVER_VERSION": snap.system.driver_version,
         }
         assert value == gpu.utilization_gpu_percent
@@ -74,14 +73,16 @@ def test_units_are_dcgm_units() -> None:
     assert samples(text, "DCGM_FI_DEV_SM_CLOCK")[0][1] == gpu.clock_sm_mhz
 
 
-def test_every_dcgm_family_is_a_gauge_with_its_help() -> None:
+def test_every_dcgm_family_has_dcgm_exporters_type_and_help() -> None:
     full = make_gpu(
         0, encoder_percent=1, decoder_percent=2, memory_reserved_bytes=MiB, temperature_memory_c=45
     )
     text = render(make_snapshot(gpus=(full,)))
     families = {f.name: f for f in text_string_to_metric_families(text)}
     for field in DCGM_FIELDS:
-        assert families[field.name].type == "gauge"
+        if field.name not in families:
+            continue  # a counter the fake GPU has none of
+        assert families[field.name].type == str(field.info.type), field.name
         assert families[field.name].documentation == field.help
 
 
@@ -179,3 +180,48 @@ def test_before_the_first_sample_only_health_metrics() -> None:
     }
     assert samples(text, "gputop_sampler_errors_total") == [({}, 0.0)]
     assert samples(text, "gputop_sampler_restarts_total") == [({}, 0.0)]
+
+
+def _pod_snapshot(*boxes: Container | None) -> Snapshot:
+    """GPU 0 with one process per box (pids 10, 11, ...), GPU 1 with none."""
+    procs = tuple(
+        GpuProcess(pid=10 + i, gpu_index=0, type=ProcessType.COMPUTE, used_memory_bytes=GiB)
+        for i in range(len(boxes))
+    )
+    return replace(
+        make_snapshot(gpus=(make_gpu(0, processes=procs), make_gpu(1))),
+        processes=tuple(
+            _row(10 + i, ProcState.ACTIVE, name="python3", container=box)
+            for i, box in enumerate(boxes)
+        ),
+    )
+
+
+def test_a_gpu_used_by_one_pod_carries_its_labels() -> None:
+    worker = Container("containerd", "ab" * 32, name="worker", pod="train-0", namespace="ml")
+    helper = Container("containerd", "ef" * 32, name="helper", pod="train-0", namespace="ml")
+    text = render(_pod_snapshot(worker, worker))
+    for name in ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_GPU_TEMP"):
+        by_gpu = {lab["gpu"]: lab for lab, _ in samples(text, name)}
+        assert (by_gpu["0"]["pod"], by_gpu["0"]["namespace"], by_gpu["0"]["container"]) == (
+            "train-0",
+            "ml",
+            "worker",
+        )
+        assert "pod" not in by_gpu["1"]  # no process: no pod
+    # two containers of the pod: the pod, no container
+    (lab,) = [
+        lab
+        for lab, _ in samples(render(_pod_snapshot(worker, helper)), "DCGM_FI_DEV_GPU_UTIL")
+        if lab["gpu"] == "0"
+    ]
+    assert (lab["pod"], lab["container"]) == ("train-0", "")
+
+
+def test_a_gpu_shared_beyond_one_pod_has_no_pod_labels() -> None:
+    a = Container("containerd", "ab" * 32, name="w", pod="train-0", namespace="ml")
+    b = Container("containerd", "cd" * 32, name="w", pod="train-1", namespace="ml")
+    bare = Container("docker", "ef" * 32)
+    for boxes in ((a, b), (a, bare), (a, None)):
+        text = render(_pod_snapshot(*boxes))
+        assert all("pod" not in lab for lab, _ in samples(text, "DCGM_FI_DEV_GPU_UTIL")), boxes

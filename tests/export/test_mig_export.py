@@ -1,4 +1,4 @@
-"""The exporter on a MIG box: each MIG device's framebuffer series labelled as dcgm-exporter's.
+"""The exporter on a MIG box: dcgm-exporter's default shape, one series per GPU instance.
 
 GPU 0 of the ``mig`` scenario: 3g.40gb (GI 1) + 2g.20gb (GI 5) + 1g.10gb (GI 13) + 1g.10gb
 (GI 14); GPU 1 a whole H100.
@@ -8,17 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from prometheus_client import generate_latest
-
 from gputop.engine.model import Snapshot
 from gputop.export.metrics import Family, dcgm_families, process_family
-from gputop.export.prom import SnapshotCollector, make_registry
+from gputop.export.prom import SnapshotCollector, generate_text, make_registry
+from gputop.units import whole_mib
 from tests.conftest import FixedTimeSource, snapshot_of
 from tests.export.conftest import samples
 
 Box = Callable[..., FixedTimeSource]
 GPU_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName")
-MIG_NAMES = (*GPU_LABELS, "GPU_I_PROFILE", "GPU_I_ID", "Hostname", "DCGM_FI_DRIVER_VERSION")
+MIG_NAMES = (*GPU_LABELS, "GPU_I_PROFILE", "GPU_I_ID", "hostname", "DCGM_FI_DRIVER_VERSION")
 
 
 def family(families: list[Family], name: str) -> Family:
@@ -33,23 +32,22 @@ def labelled(fam: Family) -> list[tuple[dict[str, str], float]]:
     ]
 
 
-def test_framebuffer_per_mig_device_with_dcgm_labels(box: Box) -> None:
+def test_a_mig_gpu_is_one_series_per_gpu_instance(box: Box) -> None:
     snap = snapshot_of(box)
     used = labelled(family(dcgm_families(snap), "DCGM_FI_DEV_FB_USED"))
-    whole = [(lab["gpu"], v) for lab, v in used if "GPU_I_ID" not in lab]
-    assert whole == [("0", 50435.0), ("1", 61000.0)]  # each GPU's own series stays
-    per_instance = [
-        (lab["gpu"], lab["GPU_I_PROFILE"], lab["GPU_I_ID"], v)
-        for lab, v in used
-        if "GPU_I_ID" in lab
+    # no whole-GPU series for the MIG GPU 0 (dcgm-exporter's default, --devices f)
+    assert [(lab["gpu"], lab.get("GPU_I_ID"), v) for lab, v in used] == [
+        ("0", "1", 30086.0),
+        ("0", "5", 14125.0),
+        ("0", "13", 6212.0),
+        ("0", "14", 12.0),
+        ("1", None, 61000.0),
     ]
-    assert per_instance == [
-        ("0", "3g.40gb", "1", 30086.0),
-        ("0", "2g.20gb", "5", 14125.0),
-        ("0", "1g.10gb", "13", 6212.0),
-        ("0", "1g.10gb", "14", 12.0),
-    ]
+    # so a sum counts each MiB once: the instances add up to the GPU's used memory
     gpu0 = snap.gpus[0]
+    assert sum(v for lab, v in used if lab["gpu"] == "0") == whole_mib(gpu0.memory_used_bytes or 0)
+    profiles = [lab["GPU_I_PROFILE"] for lab, _ in used if "GPU_I_ID" in lab]
+    assert profiles == ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]
     for lab, _ in used:
         if "GPU_I_ID" in lab:  # the parent GPU's identity, as dcgm-exporter gives it
             assert (lab["UUID"], lab["device"], lab["modelName"]) == (
@@ -66,17 +64,29 @@ def test_framebuffer_per_mig_device_with_dcgm_labels(box: Box) -> None:
 def test_mig_series_put_the_two_labels_after_model_name(box: Box) -> None:
     fam = family(dcgm_families(snapshot_of(box)), "DCGM_FI_DEV_FB_USED")
     names = {s.label_names for s in fam.samples}
-    assert names == {None, MIG_NAMES}
-    assert fam.label_names == (*GPU_LABELS, "Hostname", "DCGM_FI_DRIVER_VERSION")
+    assert names == {MIG_NAMES, (*GPU_LABELS, "hostname", "DCGM_FI_DRIVER_VERSION")}
 
 
-def test_no_utilisation_series_for_a_gpu_in_mig_mode(box: Box) -> None:
-    families = dcgm_families(snapshot_of(box))
+def test_device_wide_fields_repeat_the_gpu_on_each_instance(box: Box) -> None:
+    """As DCGM answers a GPU-level field for a GPU instance: with its GPU's value."""
+    snap = snapshot_of(box)
+    families = dcgm_families(snap)
+    temps = labelled(family(families, "DCGM_FI_DEV_GPU_TEMP"))
+    assert [(lab["gpu"], lab.get("GPU_I_ID")) for lab, _ in temps] == [
+        ("0", "1"),
+        ("0", "5"),
+        ("0", "13"),
+        ("0", "14"),
+        ("1", None),
+    ]
+    assert {v for lab, v in temps if lab["gpu"] == "0"} == {float(snap.gpus[0].temperature_c or 0)}
+    energy = labelled(family(families, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"))
+    assert len([lab for lab, _ in energy if lab["gpu"] == "0"]) == 4
+    # NVML gives no utilisation in MIG mode, gputop no per-instance reserved memory
     util = labelled(family(families, "DCGM_FI_DEV_GPU_UTIL"))
     assert [lab["gpu"] for lab, _ in util] == ["1"]
-    temps = labelled(family(families, "DCGM_FI_DEV_GPU_TEMP"))
-    assert [lab["gpu"] for lab, _ in temps] == ["0", "1"]  # device-wide readings: once per GPU
-    assert all("GPU_I_ID" not in lab for lab, _ in temps)
+    reserved = [f for f in families if f.name == "DCGM_FI_DEV_FB_RESERVED"]
+    assert all(lab["gpu"] == "1" for f in reserved for lab, _ in labelled(f))
 
 
 def test_process_memory_names_the_mig_device(box: Box) -> None:
@@ -97,8 +107,8 @@ def test_a_gpu_instance_with_several_compute_instances_is_one_series(box: Box) -
     used = labelled(
         family(dcgm_families(snapshot_of(box, {"name": "m", "gpu": [gpu]})), "DCGM_FI_DEV_FB_USED")
     )
-    assert [lab.get("GPU_I_ID") for lab, _ in used] == [None, "2"]
-    assert used[1][0]["GPU_I_PROFILE"] == "1c.3g.40gb"
+    assert [lab.get("GPU_I_ID") for lab, _ in used] == ["2"]  # no whole-GPU series
+    assert used[0][0]["GPU_I_PROFILE"] == "3g.40gb"  # the GPU instance's, not "1c.3g.40gb"
 
 
 class _Holder:
@@ -109,9 +119,9 @@ class _Holder:
 
 
 def test_the_scrape_carries_the_mig_labels(box: Box) -> None:
-    text = generate_latest(make_registry(SnapshotCollector(_Holder(snapshot_of(box))))).decode()
+    text = generate_text(make_registry(SnapshotCollector(_Holder(snapshot_of(box))))).decode()
     used = samples(text, "DCGM_FI_DEV_FB_USED")
-    assert len(used) == 6
+    assert len(used) == 5
     mig = [(lab["GPU_I_PROFILE"], lab["GPU_I_ID"], v) for lab, v in used if "GPU_I_ID" in lab]
     assert mig == [
         ("3g.40gb", "1", 30086.0),

@@ -1,7 +1,7 @@
 """`gputop export`'s /metrics on the dgx demo passes `promtool check metrics` (Prometheus's own
 linter), but for what dcgm-exporter's names force on it: its camelCase label names (``UUID``,
-``modelName``, ``Hostname``, ...) and its counters, which it exports as gauges without
-``_total`` (one, DCGM_FI_DEV_PCIE_REPLAY_COUNTER, says "counter" in its name). gputop's own
+``modelName``, ...) and its counters, typed counter under their exact names, without ``_total``
+(one, DCGM_FI_DEV_PCIE_REPLAY_COUNTER, says "counter" in its name). gputop's own
 ``gputop_*`` families must pass untouched."""
 
 from __future__ import annotations

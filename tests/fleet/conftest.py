@@ -18,7 +18,15 @@ import pytest
 
 from gputop.fleet.client import PrometheusClient, PrometheusError
 from gputop.fleet.model import Fleet, read_fleet
-from tests.export.conftest import REPO, SERVING, free_port, prometheus_binary, stop_process
+from tests.export.conftest import (
+    REPO,
+    SERVING,
+    check_running,
+    free_port,
+    prometheus_binary,
+    prometheus_on,
+    stop_process,
+)
 
 DATA = Path(__file__).parent / "data"
 DCGM_RECORDING = DATA / "dcgm-exporter-3.3.5.txt"
@@ -26,13 +34,15 @@ TIMEOUT_S = 60.0
 
 
 def start_exporter(scenario: str, hostname: str) -> tuple[subprocess.Popen[str], str]:
-    """`gputop export --demo=SCENARIO --hostname HOSTNAME` on a free port: (process, host:port)."""
+    """`gputop export --demo=SCENARIO --hostname HOSTNAME` on a free port: (process, host:port);
+    a SCENARIO that is a .toml file's path: ``--scenario SCENARIO``."""
+    source = f"--scenario={scenario}" if scenario.endswith(".toml") else f"--demo={scenario}"
     cmd = [
         sys.executable,
         "-m",
         "gputop",
         "export",
-        f"--demo={scenario}",
+        source,
         "--hostname",
         hostname,
         "--listen",
@@ -124,37 +134,6 @@ def run_prometheus(
     config.write_text("".join(lines))
     with prometheus_on(binary, tmp, config) as running:
         yield running
-
-
-@contextlib.contextmanager
-def prometheus_on(
-    binary: str, folder: Path, config: Path
-) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    """A real Prometheus with this config file on a free loopback port: (its URL, process);
-    its data and log in ``folder`` (also the 500-host bench's)."""
-    port = free_port()
-    with (folder / "prometheus.log").open("w") as log:
-        proc = subprocess.Popen(
-            [
-                binary,
-                f"--config.file={config}",
-                f"--storage.tsdb.path={folder / 'data'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        try:
-            yield f"http://127.0.0.1:{port}", proc
-        finally:
-            stop_process(proc)
-
-
-def check_running(prometheus: subprocess.Popen[str], tmp: Path) -> None:
-    if prometheus.poll() is not None:
-        text = (tmp / "prometheus.log").read_text()[-2000:]
-        pytest.fail(f"prometheus exited: {text}")
 
 
 @dataclass

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gputop.fleet.model import HISTORY_QUERIES, QUERIES, USED_BY_UUID
+from gputop.fleet.model import FREE_MARK, HISTORY_QUERIES, QUERIES, USED_BY_UUID
 
 # Query text -> the model's name for it (the fake answers by name).
 QUERY_NAMES = {promql: name for name, promql in QUERIES.items()} | {USED_BY_UUID: "used_by_uuid"}
@@ -134,13 +134,21 @@ def fleet_answers(
 ) -> Respond:
     """Answer each query the fleet asks from ``by_name`` (the model's query names, plus
     ``used_by_uuid``, ``processes``, and ``history_util``/``history_memory`` in ``history``);
-    anything else gets an empty vector."""
+    anything else gets an empty vector. ``free`` comes with the memory queries' answers, marked
+    as Prometheus marks it there."""
+    free = [
+        ({**labels, FREE_MARK: "free"} if isinstance(labels, dict) else labels, value)
+        for labels, value in by_name.get("free", [])
+    ]
 
     def respond(request: Request) -> None:
         if request.api == "query_range":
             reply(request, 200, matrix(list((history or {}).get(request.name, []))))
         else:
-            reply(request, 200, vector(list(by_name.get(request.name, [])), at))
+            series = list(by_name.get(request.name, []))
+            if request.name in ("used", "used_by_uuid"):
+                series += free
+            reply(request, 200, vector(series, at))
 
     return respond
 

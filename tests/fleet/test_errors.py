@@ -285,8 +285,9 @@ def test_hostile_label_values_never_reach_the_terminal(capsys: pytest.CaptureFix
     with static_server(lambda h: send(h, 200, reply, "application/json")) as server:
         code, out, err = fleet(capsys, "--once", "--prometheus", server.url)
         code_json, as_json, _ = fleet(capsys, "--json", "--prometheus", server.url)
-    # every query answers this one series with 1: one stuck process (exit 4), named on stderr
-    assert (code, code_json) == (4, 4), err
+    # every query answers this one series with 1: one stuck process and Xid 1 (4), GPU 0 lost
+    # (5): exit 6, the host named on stderr
+    assert (code, code_json) == (6, 6), err
     assert "evil" in out and "evil" in as_json and "evil" in err
     for text in (out, as_json, err):
         assert "\x1b" not in text and "\x07" not in text

@@ -25,6 +25,7 @@ from gputop.fleet.model import (
     FleetReader,
     host_label,
     processes_query,
+    read_fleet,
     read_processes,
 )
 from gputop.ui.fleet.gpu_card import GpuCard
@@ -52,7 +53,7 @@ def rows_of(table: str) -> dict[str, list[str]]:
     """HOST -> the other cells of its line (split on runs of two spaces)."""
     lines = table.splitlines()
     assert lines[0].split() == [
-        "HOST", "GPUS", "UTIL", "MEMORY", "POWER", "TEMP", "STUCK", "UNATTR", "AGE"
+        "HOST", "GPUS", "HEALTH", "UTIL", "MEMORY", "POWER", "TEMP", "STUCK", "UNATTR", "AGE"
     ]  # fmt: skip
     block = lines[: lines.index("")] if "" in lines else lines
     rows = {}
@@ -71,13 +72,13 @@ def test_once_has_one_line_per_host_and_the_stuck_report(lab: Lab) -> None:
     # the recorded dcgm-exporter: exact numbers (2 GPUs, util 87/12, 38012+2048 of 2x40536 MiB),
     # under its released label (Hostname) and its newer one (hostname)
     for node in ("dcgm-node-7", "dcgm-node-8"):
-        assert rows[node][:7] == ["2", "50 %", "39.1 / 79.2 GiB", "401 W", "71°C", "-", "-"]
-    assert rows[dead] == ["-", "-", "-", "-", "-", "-", "-", "DOWN"]
+        assert rows[node][:8] == ["2", "ok", "50 %", "39.1 / 79.2 GiB", "401 W", "71°C", "-", "-"]
+    assert rows[dead] == ["-", "-", "-", "-", "-", "-", "-", "-", "DOWN"]
     a, b = rows["box-a"], rows["box-b"]
     assert (a[0], b[0]) == ("4", "8")
     stuck_a = sum(v for _, v in scraped(lab, "box-a", "gputop_stuck_processes"))
-    assert stuck_a > 0 and a[5] == str(int(stuck_a))
-    assert b[5] == str(int(sum(v for _, v in scraped(lab, "box-b", "gputop_stuck_processes"))))
+    assert stuck_a > 0 and a[6] == str(int(stuck_a))
+    assert b[6] == str(int(sum(v for _, v in scraped(lab, "box-b", "gputop_stuck_processes"))))
     for cells in (a, b, rows["dcgm-node-7"]):
         assert cells[-1].endswith(" s") and float(cells[-1][:-2]) < 10
     assert "5 hosts (1 down), 16 GPUs" in done.stdout
@@ -198,11 +199,15 @@ class CountingClient(PrometheusClient):
         super().__init__(url, timeout_s=5.0)
         self.calls: list[str] = []
         self.promql: list[str] = []
+        self.times: list[float | None] = []
 
-    def query(self, promql: str, *, timeout_s: float | None = None) -> Answer:
+    def query(
+        self, promql: str, *, at: float | None = None, timeout_s: float | None = None
+    ) -> Answer:
         self.calls.append("query")
         self.promql.append(promql)
-        return super().query(promql, timeout_s=timeout_s)
+        self.times.append(at)
+        return super().query(promql, at=at, timeout_s=timeout_s)
 
     def query_range(self, promql: str, **kwargs: Any) -> RangeAnswer:
         self.calls.append("range")
@@ -238,7 +243,7 @@ def test_between_placements_the_overview_reads_memory_by_uuid_and_places_it_as_b
     client = CountingClient(lab.url)
     reader = FleetReader(client, history_every=100, place_every=5)
     fleets = [reader() for _ in range(3)]
-    used = [q for q in client.promql if "DCGM_FI_DEV_FB_USED" in q and "last_over_time" not in q]
+    used = [q for q in client.promql if q in (QUERIES["used"], USED_BY_UUID)]
     assert used == [QUERIES["used"], USED_BY_UUID, USED_BY_UUID]
 
     def placed(fleet: Fleet) -> dict[str, list[tuple[str, str, str, bool]]]:
@@ -254,7 +259,7 @@ def test_between_placements_the_overview_reads_memory_by_uuid_and_places_it_as_b
     del reader.placement[gone]
     client.promql.clear()
     again = reader()
-    assert [q for q in client.promql if "FB_USED" in q and "last_over" not in q] == [
+    assert [q for q in client.promql if q in (QUERIES["used"], USED_BY_UUID)] == [
         USED_BY_UUID,
         QUERIES["used"],
     ]
@@ -329,3 +334,25 @@ def test_a_stopped_exporter_is_down_under_its_own_hostname(lab: Lab) -> None:
     assert rows["box-a"][0] == "4"
     assert "5 hosts (2 down), 8 GPUs" in done.stdout
     assert "not known (target down): " in done.stdout and "box-b" in done.stdout
+
+
+def test_one_evaluation_time_per_read_so_used_plus_free_is_the_total_every_time(
+    lab: Lab,
+) -> None:
+    # The exporters resample every second; each query at its own "now" read used memory from
+    # one scrape and free from the next (issue 38: off the total in 23 of 50 reads).
+    client = CountingClient(lab.url)
+    totals: dict[str, set[int]] = {}
+    for _ in range(40):
+        client.times.clear()
+        fleet = read_fleet(client)
+        assert len(set(client.times)) == 1 and client.times[0] is not None
+        for host in fleet.hosts:
+            if host.gputop and not host.down:  # box-a; box-b too unless a test stopped it
+                for g in host.gpus:
+                    assert g.memory_total_bytes is not None
+                    totals.setdefault(g.uuid, set()).add(g.memory_total_bytes)
+        time.sleep(0.1)
+    assert len(totals) >= 4
+    # used and free are each floored to a whole MiB by the exporter, as DCGM does: 1 MiB apart
+    assert all(max(seen) - min(seen) <= MIB for seen in totals.values()), totals

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from gputop.fleet.client import Answer, Series
-from gputop.fleet.model import MIB, QUERIES, build_fleet
-from gputop.fleet.text import render_stuck_report, render_table
+from gputop.fleet.model import FREE_MARK, MIB, QUERIES, build_fleet
+from gputop.fleet.text import render_health_report, render_stuck_report, render_table
 
 AT = 1_000_000.0
 
@@ -134,7 +134,79 @@ def test_readings_named_by_uuid_alone_join_the_gpu_their_memory_series_placed() 
     assert hosts["a"].memory_total_bytes == 1000 * MIB
 
 
-def test_queries_keep_mig_devices_out_and_name_gpus_by_uuid() -> None:
-    for key in ("used", "util", "free", "power", "temp"):
-        assert 'GPU_I_ID=""' in QUERIES[key]
-    assert all(QUERIES[k].startswith("max by (UUID)") for k in ("util", "free", "power", "temp"))
+def test_queries_count_a_gpu_once_read_both_names_and_name_gpus_by_uuid() -> None:
+    # A GPU's own series first; a MIG GPU as dcgm-exporter shapes it (instances only) from its
+    # instances: memory summed, utilisation averaged, power and temperature (copied from the
+    # GPU) their max; the DCGM 4.7 name converted to the legacy unit.
+    used, free = QUERIES["used"].split(" or label_replace(")
+    assert used.startswith("max by (job, instance, hostname, Hostname, gpu, UUID, modelName) (")
+    by = "job, instance, hostname, Hostname, gpu, UUID, modelName"
+    assert f'sum by ({by}) (DCGM_FI_DEV_FB_USED{{GPU_I_ID!=""}})' in used
+    assert 'sum by (UUID) (DCGM_FI_DEV_FB_FREE{GPU_I_ID!=""})' in free and FREE_MARK in free
+    assert QUERIES["util"].split(" or ") == [
+        'max by (UUID) (DCGM_FI_DEV_GPU_UTIL{GPU_I_ID=""})',
+        '(max by (UUID) (DCGM_FI_DEV_GPU_UTIL_RATIO{GPU_I_ID=""})) * 100',
+        'avg by (UUID) (DCGM_FI_DEV_GPU_UTIL{GPU_I_ID!=""})',
+        '(avg by (UUID) (DCGM_FI_DEV_GPU_UTIL_RATIO{GPU_I_ID!=""})) * 100',
+    ]
+    assert "DCGM_FI_DEV_GPU_TEMP_CELSIUS" in QUERIES["temp"]
+    assert "DCGM_FI_DEV_BOARD_POWER_WATTS" in QUERIES["power"]
+    assert "(sum by (UUID) (DCGM_FI_DEV_FB_CAPACITY_BYTES" in QUERIES["total"]
+    assert "/ 1048576" in QUERIES["total"]
+    for key in ("util", "power", "temp", "total"):
+        assert QUERIES[key].startswith("max by (UUID)")
+
+
+def test_health_per_host_and_the_exit_code() -> None:
+    t = {"job": "gputop", "instance": "a:9400"}
+    d = {"job": "dcgm", "instance": "b:9400"}
+    answers = {
+        "up": answer((t, 1), (d, 1), ({"job": "dcgm", "instance": "c:9400"}, 1)),
+        "used": answer(
+            (gpu("a:9400", "hostname", "a", "0", job="gputop"), 10),
+            (gpu("b:9400", "Hostname", "b", "0", job="dcgm"), 10),
+        ),
+        "info": answer(({**t, "hostname": "a"}, 1)),
+        "lost": answer(({**t, "gpu": "2"}, 1)),
+        "silent": answer(({**t, "gpu": "1"}, 0), ({**t, "gpu": "2"}, 0)),
+        "driver": answer((t, 1)),
+        "xid_count": answer(({**t, "gpu": "0", "UUID": "GPU-a-0"}, 3)),
+        "xid": answer(
+            (gpu("a:9400", "hostname", "a", "0", job="gputop"), 79),
+            (gpu("b:9400", "Hostname", "b", "0", job="dcgm"), 13),
+        ),
+    }
+    fleet = build_fleet(answers)
+    hosts = {h.name: h for h in fleet.hosts}
+    a, b, c = hosts["a"], hosts["b"], hosts["c:9400"]
+    assert (a.lost, a.not_responding, a.driver_up) == (("2",), ("1",), True)
+    assert [(x.gpu, x.last, x.count) for x in a.xid] == [("0", 79, 3)]
+    assert [(x.gpu, x.last, x.count) for x in b.xid] == [("0", 13, None)]
+    # c: in a GPU job, up, and not one GPU series the fleet can read: never "0 GPUs" in silence
+    assert c.no_gpu_series and c.blind and not c.down
+    assert fleet.exit_code() == 6  # Xid (4) and lost, not responding, no GPU series (5)
+    problems = fleet.problems() or ""
+    assert "Xid errors on a, b" in problems and "GPUs lost on a" in problems
+    assert "no GPU series the fleet can read" in problems and "c:9400" in problems
+    table = render_table(fleet)
+    assert "1 lost, 1 unresp, Xid 79" in table and "no GPU series" in table
+    report = render_health_report(fleet)
+    assert (
+        "a: GPU 2 lost (fell off the bus), GPU 1 not responding, Xid 79 on GPU 0 (3 since" in report
+    )
+    assert "b: Xid 13 on GPU 0" in report
+
+
+def test_a_driver_gputop_cannot_read_is_blind_and_said_once() -> None:
+    t = {"job": "gputop", "instance": "a:9400"}
+    answers = {
+        "up": answer((t, 1)),
+        "info": answer(({**t, "hostname": "a"}, 1)),
+        "silent": answer(({**t, "gpu": "0"}, 0)),
+        "driver": answer((t, 0)),
+    }
+    fleet = build_fleet(answers)
+    (a,) = fleet.hosts
+    assert a.driver_up is False and fleet.exit_code() == 5
+    assert fleet.problems() == "GPUs not responding on a; driver unreadable on a"
+    assert "no GPU series" not in render_table(fleet)  # the driver says why

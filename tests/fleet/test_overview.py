@@ -99,13 +99,15 @@ def test_rows_sort_and_filter() -> None:
         assert "4 hosts (1 down)  4 GPUs" in header(app) and "STALE" not in header(app)
         await pilot.press("s")  # GPUS
         assert table_hosts(app) == ["delta:9400", "alpha", "charlie", "bravo"]
+        await pilot.press("s")  # HEALTH: all well but the down host (not known: last)
+        assert table_hosts(app) == ["alpha", "bravo", "charlie", "delta:9400"]
         await pilot.press("s")  # UTIL: the down host (no reading) stays last either way
         assert table_hosts(app) == ["alpha", "charlie", "bravo", "delta:9400"]
         await pilot.press("r")
         assert table_hosts(app) == ["bravo", "charlie", "alpha", "delta:9400"]
         await pilot.press("slash", "b", "r")
         assert table_hosts(app) == ["bravo"]
-        assert "1/4 hosts" in header(app)
+        assert "1/4 hosts (1 down)  2/4 GPUs" in header(app)  # the GPUs the filter shows
         await pilot.press("escape")
         assert len(table_hosts(app)) == 4
         await pilot.press("slash", *"down", "enter")
@@ -318,3 +320,145 @@ def test_a_refresh_keeps_the_cursor_on_its_host() -> None:
         assert table.cursor_name == "charlie"  # the cursor stays where it was
 
     run(app, body)
+
+
+def eight_gpu_fleet() -> Fleet:
+    """A gputop host with 8 GPUs (one lost, an Xid on another) and a down gputop host."""
+    answers: dict[str, list[Series]] = {}
+
+    def add(key: str, labels: dict[str, str], value: float) -> None:
+        answers.setdefault(key, []).append(Series(labels=labels, value=value))
+
+    big = {"job": "gputop", "instance": "dgx-node-with-a-long-name-01:9400"}
+    add("up", big, 1)
+    add("up", {"job": "gputop", "instance": "gone:9400"}, 0)
+    add("known", {"job": "gputop", "instance": "gone:9400", "hostname": "gone"}, 1)
+    add("info", {**big, "hostname": "dgx-node-with-a-long-name-01"}, 1)
+    for i in range(8):
+        labels = {**big, "hostname": "dgx-node-with-a-long-name-01", "gpu": str(i)}
+        labels |= {"UUID": f"GPU-{i}", "modelName": "NVIDIA H100 80GB HBM3"}
+        for key, value in (("used", 1000.0 * i), ("free", 80000.0), ("util", 10.0 * i)):
+            add(key, labels, value)
+    add("lost", {**big, "gpu": "8"}, 1)
+    add("xid", {**big, "hostname": "dgx-node-with-a-long-name-01", "gpu": "3", "UUID": "GPU-3"}, 79)
+    now = time.time()
+    return build_fleet({k: Answer(at=now, series=tuple(v)) for k, v in answers.items()})
+
+
+def twelve_processes(host: FleetHost) -> tuple[FleetProcess, ...]:
+    return tuple(
+        FleetProcess(gpu=str(i % 8), pid=str(100 + i), user="ana", command="train", memory_bytes=i)
+        for i in range(12)
+    )
+
+
+def run_at(app: FleetApp, size: tuple[int, int], body: Callable[..., Awaitable[None]]) -> None:
+    async def main() -> None:
+        async with app.run_test(size=size) as pilot:
+            await body(app, pilot)
+            app.poller.stop()
+
+    asyncio.run(main())
+
+
+def on_screen(widget: Any, app: FleetApp) -> bool:
+    region = widget.region
+    return region.height > 0 and region.y >= 0 and region.bottom <= app.size.height
+
+
+def test_at_80x24_an_8_gpu_drill_down_shows_its_header_health_and_process_rows() -> None:
+    fleet = eight_gpu_fleet()
+    app = FleetApp(
+        lambda: fleet, interval_s=60.0, source="http://p:9090", read_processes=twelve_processes
+    )
+
+    async def body(app: FleetApp, pilot: Pilot[Any]) -> None:
+        await until(pilot, lambda: len(table_hosts(app)) == 2)
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, HostScreen))
+        screen = app.screen
+        procs = screen.query_one("#host-processes", DataTable)
+        await until(pilot, lambda: procs.row_count == 12)
+        await pilot.pause(0.1)
+        header = screen.query_one("#host-header", Static)
+        assert on_screen(header, app) and header.region.y == 0
+        assert "8 GPUs" in str(header.render())
+        health = screen.query_one("#host-health", Static)
+        assert on_screen(health, app)
+        assert str(health.render()) == "GPU 8 lost (fell off the bus); Xid 79 on GPU 3"
+        cards = list(screen.query(GpuCard))
+        assert len(cards) == 8 and all(c.compact and c.region.height == 1 for c in cards)
+        assert str(cards[3].render()).startswith(" 3 ")
+        # at least five process rows below the table's header, above the hint and the footer
+        assert on_screen(procs, app) and procs.region.height >= 6
+        assert on_screen(screen.query_one("#host-hint", Static), app)
+
+    run_at(app, (80, 24), body)
+
+
+def test_at_120x40_the_same_host_keeps_its_panels() -> None:
+    fleet = eight_gpu_fleet()
+    app = FleetApp(lambda: fleet, interval_s=60.0, source="http://p:9090")
+
+    async def body(app: FleetApp, pilot: Pilot[Any]) -> None:
+        await until(pilot, lambda: len(table_hosts(app)) == 2)
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, HostScreen))
+        await pilot.pause(0.1)
+        cards = list(app.screen.query(GpuCard))
+        assert len(cards) == 8 and not any(c.compact for c in cards)
+        assert cards[0].region.height == 5
+
+    run_at(app, (120, 40), body)
+
+
+def test_the_host_column_stays_when_the_table_scrolls_sideways() -> None:
+    fleet = eight_gpu_fleet()
+    app = FleetApp(lambda: fleet, interval_s=60.0, source="http://p:9090")
+
+    async def body(app: FleetApp, pilot: Pilot[Any]) -> None:
+        await until(pilot, lambda: len(table_hosts(app)) == 2)
+        table = app.screen.query_one("#fleet-hosts", HostTable)
+        assert table.max_scroll_x > 0  # 80 columns do not hold the sparklines
+        table.scroll_to(x=table.max_scroll_x, animate=False)
+        await pilot.pause(0.1)
+        header, row = table.render_line(0).text, table.render_line(1).text
+        assert header.startswith(" HOST ▲") and row.startswith(" dgx-node-with-a-long-name-01 ")
+        assert header.rstrip().endswith(SPARK_COLUMNS[1])  # the last column, scrolled into view
+        assert "GPUS" not in header  # scrolled past; the host's column was not
+        # a click on a scrolled header still finds its column (MEM, under the fixed HOST)
+        table.header_clicked(int(table.scroll_x) + header.index(SPARK_COLUMNS[0]))
+
+    run_at(app, (80, 24), body)
+
+
+def test_a_down_gputop_host_drill_down_says_it_is_down() -> None:
+    fleet = eight_gpu_fleet()
+    app = FleetApp(
+        lambda: fleet, interval_s=60.0, source="http://p:9090", read_processes=twelve_processes
+    )
+
+    async def body(app: FleetApp, pilot: Pilot[Any]) -> None:
+        await until(pilot, lambda: len(table_hosts(app)) == 2)
+        await pilot.press("down", "enter")  # "gone", down
+        await until(pilot, lambda: isinstance(app.screen, HostScreen))
+        title = app.screen.query_one("#host-processes-title", Static)
+        await until(pilot, lambda: "down" in str(title.render()))
+        assert (
+            str(title.render()) == "Processes: not known: the host is down (its last scrape failed)"
+        )
+        assert "dcgm-exporter" not in str(title.render())
+
+    run_at(app, (80, 24), body)
+
+
+def test_the_overview_snapshot_at_80x24(snap_compare: Any) -> None:
+    fleet = eight_gpu_fleet()
+    app = FleetApp(lambda: fleet, interval_s=3600.0, source="http://p:9090")
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await until(pilot, lambda: len(table_hosts(pilot.app)) == 2)  # type: ignore[arg-type]
+        pilot.app.screen.query_one("#fleet-header", Static).update("gputop fleet (frozen)")
+        await pilot.pause(0.1)
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)

@@ -1,6 +1,11 @@
-"""One host of the fleet, drilled into: its GPUs as panels (from the overview's newest read) and
-its processes (gputop_process_gpu_memory_bytes, one query at each refresh while shown, on a worker
-thread). Read-only: a signal is sent on the box itself."""
+"""One host of the fleet, drilled into: its GPUs as panels (from the overview's newest read), what
+is wrong with them (lost, not responding, Xid errors, the driver), and its processes
+(gputop_process_gpu_memory_bytes, one query at each refresh while shown, on a worker thread).
+Read-only: a signal is sent on the box itself.
+
+The panels never crowd the processes off the screen: where they would take more than what is
+left after the header, the process table's first rows and the hint, each GPU is one line.
+"""
 
 from __future__ import annotations
 
@@ -18,14 +23,17 @@ from textual.widgets import DataTable, Footer, Static
 
 from gputop.errors import GputopError
 from gputop.fleet.model import FleetGpu, FleetHost, FleetProcess
-from gputop.fleet.text import gib, stuck_words
-from gputop.ui.fleet.gpu_card import CARD_WIDTH, GpuCard
+from gputop.fleet.text import gib, health_words, stuck_words
+from gputop.ui.fleet.gpu_card import CARD_HEIGHT, CARD_WIDTH, GpuCard
 from gputop.ui.fleet.poller import FleetPoller
 from gputop.ui.plain import plain
 
 ReadProcesses = Callable[[FleetHost], "tuple[FleetProcess, ...] | None"]
 
 PROCESS_COLUMNS = ("GPU", "PID", "USER", "COMMAND", "CONTAINER", "GPU MEMORY")
+# Rows the rest of the screen needs: header, health, processes title, the table's header and
+# five of its rows, the hint (two lines: a long host name wraps it), the footer.
+RESERVED_ROWS = 12
 RIGHT = frozenset({"GPU", "PID", "GPU MEMORY"})
 
 
@@ -58,9 +66,11 @@ class HostScreen(Screen[None]):
         self.processes: tuple[FleetProcess, ...] | None = None
         self.processes_error: str | None = None
         self.processes_read = False
+        self.down = False
 
     def compose(self) -> ComposeResult:
         yield Static(id="host-header")
+        yield Static(id="host-health")
         yield Container(id="host-gpus")
         yield Static(id="host-processes-title")
         processes: DataTable[Text] = DataTable(
@@ -86,35 +96,59 @@ class HostScreen(Screen[None]):
         """The poller's newest read of the host, and a new read of its processes."""
         host = self.host()
         header = Text(self.host_name, style="bold")
+        health = self.query_one("#host-health", Static)
+        sick: list[str] = []
         if host is None:
             header.append("  no longer in the fleet")
         else:
             header.append(f"  {len(host.gpus)} GPUs")
+            models = sorted({g.model for g in host.gpus if g.model})
+            if len(models) == 1:  # compact GPU lines leave the model out
+                header.append(f" · {models[0]}")
             if host.down:
                 header.append("  DOWN", style="bold red")
             words = stuck_words(host)
             if words:
                 header.append(f"  {', '.join(words)}", style="bold yellow")
+            # Host names and Xid codes are other machines' words: plain text, never markup.
+            sick = health_words(host)
+            self.down = host.down
             self.show_gpus(host.gpus)
             self.read(host)
+        health.update(plain("; ".join(sick), style="bold red"))
+        self.call_after_refresh(health.refresh, layout=True)  # as FleetScreen's report
+        health.set_class(bool(sick), "shown")
         self.query_one("#host-header", Static).update(header)
         self.show_processes()
 
     def on_resize(self) -> None:
         # As many columns of panels as fit (two on an 80-column terminal, three at 120).
         box = self.query_one("#host-gpus", Container)
-        box.styles.grid_size_columns = max(1, self.size.width // CARD_WIDTH)
+        box.styles.grid_size_columns = self.columns()
+        host = self.host()
+        if host is not None:
+            self.show_gpus(host.gpus)
+
+    def columns(self) -> int:
+        return max(1, self.size.width // CARD_WIDTH)
+
+    def compact(self, count: int) -> bool:
+        """Whether ``count`` panels would leave too few rows for the processes."""
+        rows = -(-count // self.columns())
+        return rows * CARD_HEIGHT > self.size.height - RESERVED_ROWS
 
     def show_gpus(self, gpus: tuple[FleetGpu, ...]) -> None:
         """A panel per GPU: the same panels take new readings; other GPUs, new panels."""
         box = self.query_one("#host-gpus", Container)
+        compact = self.compact(len(gpus))
+        box.set_class(compact, "compact")
         cards = list(box.query(GpuCard))
         if [c.gpu.uuid or c.gpu.gpu for c in cards] == [g.uuid or g.gpu for g in gpus]:
             for card, gpu in zip(cards, gpus, strict=True):
-                card.show(gpu)
+                card.show(gpu, compact)
             return
         box.remove_children()
-        box.mount_all(GpuCard(gpu) for gpu in gpus)
+        box.mount_all(GpuCard(gpu, compact=compact) for gpu in gpus)
 
     @work(thread=True, exclusive=True, group="processes")
     def read(self, host: FleetHost) -> None:
@@ -141,6 +175,10 @@ class HostScreen(Screen[None]):
             title.update(plain(f"Processes: {self.processes_error}", style="bold red"))
         elif not self.processes_read:
             title.update("Processes: reading…")
+        elif self.down:  # whatever serves it, nothing answers now
+            title.update(
+                plain("Processes: not known: the host is down (its last scrape failed)", "bold red")
+            )
         elif self.processes is None:
             title.update("Processes: not known (dcgm-exporter only: run gputop export there)")
         else:

@@ -5,7 +5,9 @@ changes most of them: the data's age, utilisation) and re-laid out for each of t
 updated: four-fifths of the overview's own CPU (issue 20: under 5 % of a core at 500 hosts). Here a
 refresh is one list of rows: their text is formatted with one format string, and a line is
 painted only when it is on screen. One style a row (down, stuck, cursor), the header's
-component class for the header.
+component class for the header. The first column (the host) stays put when the others scroll
+sideways: on an 80-column terminal the sparklines are off screen, and a row without its host's
+name says nothing.
 """
 
 from __future__ import annotations
@@ -135,8 +137,15 @@ class HostTable(RowCursor, ScrollView, can_focus=True):
         if name is not None:
             self.post_message(self.RowChosen(name))
 
+    @property
+    def fixed_width(self) -> int:
+        """Cells the first column keeps on screen (its lead blank, width and gap)."""
+        return 1 + self._widths[0] + GAP if self._widths else 0
+
     def header_clicked(self, x: int) -> None:
-        column = self._column_at(x)
+        # x counts the scrolled cells; the first column's are never scrolled
+        on_screen = x - int(self.scroll_x)
+        column = self._column_at(on_screen if on_screen < self.fixed_width else x)
         if column is not None:
             self.post_message(self.HeaderClicked(column))
 
@@ -178,4 +187,9 @@ class HostTable(RowCursor, ScrollView, can_focus=True):
             if index == self.cursor:
                 style += self._style("host-table--cursor")
         # Exactly ``width`` cells, or the terminal keeps another row's text past a short one.
-        return self._paint(y, C.window(text, scroll_x, width), style, width, Strip)
+        fixed = min(self.fixed_width, width)
+        if scroll_x and fixed:  # the host's column, then the others from where they scrolled
+            line = C.window(text, 0, fixed) + C.window(text, fixed + scroll_x, width - fixed)
+        else:
+            line = C.window(text, scroll_x, width)
+        return self._paint(y, line, style, width, Strip)

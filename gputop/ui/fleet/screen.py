@@ -16,7 +16,13 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
 from gputop.fleet.model import HISTORY_POINTS, HISTORY_STEP_S, Fleet, FleetHost, HostHistory
-from gputop.fleet.text import COLUMNS, RIGHT, host_cells, render_stuck_report
+from gputop.fleet.text import (
+    COLUMNS,
+    RIGHT,
+    host_cells,
+    render_health_report,
+    render_stuck_report,
+)
 from gputop.ui.fleet.host_table import HostRow, HostTable
 from gputop.ui.fleet.poller import FleetPoller, stale_s
 from gputop.ui.plain import plain
@@ -35,6 +41,13 @@ def _number(value: float | int | None) -> float | None:
 SORT_KEYS: dict[str, Callable[[FleetHost], str | float | None]] = {
     "HOST": lambda h: h.name.lower(),
     "GPUS": lambda h: float(len(h.gpus)),
+    # the most trouble first when reversed: what cannot be seen, then Xid errors
+    "HEALTH": lambda h: (
+        None
+        if h.down
+        else float(2 * len(h.lost) + 2 * len(h.not_responding) + len(h.xid))
+        + 10.0 * (h.driver_up is False or h.no_gpu_series)
+    ),
     "UTIL": lambda h: _number(h.util_percent),
     "MEMORY": lambda h: _number(h.memory_used_bytes),
     "POWER": lambda h: _number(h.power_w),
@@ -57,7 +70,7 @@ def sort_hosts(hosts: tuple[FleetHost, ...], column: str, reverse: bool) -> list
 
 def matches(host: FleetHost, text: str) -> bool:
     """The filter: the host's name, a target's address or job, a GPU model, or a state word
-    (``down``, ``stuck``)."""
+    (``down``, ``stuck``, ``sick``: a GPU lost, not responding, Xid errors...)."""
     needle = text.strip().lower()
     if not needle:
         return True
@@ -65,14 +78,23 @@ def matches(host: FleetHost, text: str) -> bool:
         return host.down
     if needle == "stuck":
         return host.troubled
+    if needle == "sick":
+        return not host.down and (host.blind or bool(host.xid))
     haystack = [host.name, *(t.instance for t in host.targets), *(t.job for t in host.targets)]
     haystack += [g.model for g in host.gpus]
     return any(needle in item.lower() for item in haystack)
 
 
 def header_text(
-    source: str, fleet: Fleet | None, stale: float | None, error: str | None, shown: int
+    source: str,
+    fleet: Fleet | None,
+    stale: float | None,
+    error: str | None,
+    shown: int,
+    shown_gpus: int | None = None,
 ) -> Text:
+    """The header line: the hosts and GPUs the table shows (``3/5 hosts  12/16 GPUs`` under a
+    filter), the time of the read, STALE."""
     text = Text("gputop fleet", style="bold")
     text.append(f"  {source}")
     if fleet is None:
@@ -83,7 +105,10 @@ def header_text(
         text.append(f"  {hosts} hosts")
         if down:
             text.append(f" ({down} down)", style="bold red")
-        text.append(f"  {fleet.gpu_count} GPUs")
+        gpus = fleet.gpu_count if shown_gpus is None else shown_gpus
+        text.append(
+            f"  {gpus}/{fleet.gpu_count} GPUs" if gpus != fleet.gpu_count else f"  {gpus} GPUs"
+        )
         skipped = sum(fleet.skipped.values())
         if skipped:  # why, at the end of the stuck report
             text.append(f"  {skipped} series skipped", style="bold yellow")
@@ -98,7 +123,11 @@ def _report(fleet: Fleet | None) -> str:
     """The stuck report, then what was skipped as unbelievable and why (one line)."""
     if fleet is None:
         return ""
-    lines = [render_stuck_report(fleet).rstrip()] if fleet.hosts else []
+    lines = (
+        [render_stuck_report(fleet).rstrip(), render_health_report(fleet).rstrip()]
+        if fleet.hosts
+        else []
+    )
     note = fleet.skipped_note()
     if note is not None:
         lines.append(f"Note: {note}.")
@@ -127,6 +156,7 @@ class FleetScreen(Screen[None]):
         self.sort_column = "HOST"
         self.sort_reverse = False
         self.filter_text = ""
+        self.shown_gpus: int | None = None
         self._header = Text()
 
     def compose(self) -> ComposeResult:
@@ -134,7 +164,8 @@ class FleetScreen(Screen[None]):
         yield Static(id="fleet-error")
         yield HostTable((*COLUMNS, *SPARK_COLUMNS), right=RIGHT, id="fleet-hosts")
         yield Input(
-            placeholder="filter: host, address, job, GPU model, down, stuck", id="fleet-filter"
+            placeholder="filter: host, address, job, GPU model, down, stuck, sick",
+            id="fleet-filter",
         )
         yield Static(id="fleet-stuck")
         yield Footer()
@@ -153,6 +184,7 @@ class FleetScreen(Screen[None]):
             [] if fleet is None else sort_hosts(fleet.hosts, self.sort_column, self.sort_reverse)
         )
         hosts = [h for h in hosts if matches(h, self.filter_text)]
+        self.shown_gpus = sum(len(h.gpus) for h in hosts) if fleet is not None else None
         history = fleet.history if fleet is not None else {}
         labels = [
             column + ((" ▼" if self.sort_reverse else " ▲") if column == self.sort_column else "")
@@ -163,6 +195,9 @@ class FleetScreen(Screen[None]):
         report = self.query_one("#fleet-stuck", Static)
         # Host names and Prometheus's error texts are other machines' words: never markup.
         report.update(plain(_report(fleet)))
+        # Textual (8.2) lays the report out again only on the next refresh: its first text
+        # after the mount kept the height of none, and the report was cut to one line.
+        self.call_after_refresh(report.refresh, layout=True)
         error = self.query_one("#fleet-error", Static)
         error.update(plain(state.error or ""))
         error.set_class(state.error is not None, "shown")
@@ -172,7 +207,7 @@ class FleetScreen(Screen[None]):
         state = self.poller.state
         stale = stale_s(state, time.monotonic(), self.poller.interval_s)
         shown = self.query_one("#fleet-hosts", HostTable).row_count
-        text = header_text(self.source, state.fleet, stale, state.error, shown)
+        text = header_text(self.source, state.fleet, stale, state.error, shown, self.shown_gpus)
         if text != self._header:  # asked every second: most seconds it says the same
             self._header = text
             self.query_one("#fleet-header", Static).update(text)
@@ -239,7 +274,7 @@ def _row(host: FleetHost, history: HostHistory | None) -> HostRow:
     cells = host_cells(host)
     empty = (None,) * HISTORY_POINTS
     trends = (empty, empty) if history is None else (history.util_percent, history.memory_percent)
-    state = "down" if host.down else ("stuck" if host.troubled else "")
+    state = "down" if host.down or host.blind else ("stuck" if host.troubled else "")
     return HostRow(
         name=host.name,
         cells=(

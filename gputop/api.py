@@ -49,7 +49,7 @@ _readers: dict[int, Readings] = {}
 
 def use_demo(name: str | None = "demo") -> None:
     """Read from the simulated driver with this shipped scenario (demo, dgx, faults, flaky,
-    mig) or file.
+    mig, sick) or file.
 
     ``use_demo(None)`` goes back to the real driver. Takes effect on the next call.
     """
@@ -176,9 +176,13 @@ def snapshot(*, source: Source | None = None, timeout_s: float = DEFAULT_TIMEOUT
     ``gputop.sources.open_source(counters=True)``)."""
     from gputop.engine.enrich import enrich  # psutil only when processes are wanted
     from gputop.engine.holders import scan_holders
+    from gputop.engine.verdicts import confirm_blocked
 
     src = _source(source)
-    return enrich(read_snapshot(src, timeout_s), holders=scan_holders(src.dev_dir))
+    read = read_snapshot(src, timeout_s)
+    holders = scan_holders(src.dev_dir)
+    # A process in state D is called unkillable only if it is still there a moment later.
+    return confirm_blocked(lambda: enrich(read, holders=holders))
 
 
 def devices(

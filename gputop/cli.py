@@ -134,8 +134,12 @@ HELP_EXTRAS: dict[str, HelpExtras] = {
             ),
         ),
         exit_codes=(
-            (EXIT_OK, "nothing is stuck"),
-            (EXIT_STUCK, f"something is stuck or unaccounted for; or {_WRITE}"),
+            (EXIT_OK, "nothing is stuck and no GPU needs more than a kill"),
+            (
+                EXIT_STUCK,
+                "something is stuck or unaccounted for, or a GPU needs a reset, a reboot or "
+                f"replacing (gputop --demo=sick); or {_WRITE}",
+            ),
             (EXIT_USAGE, _BAD_INPUT),
             (EXIT_TIMEOUT, "a GPU did not answer within --timeout (the others are diagnosed)"),
             *_SIGNALS,
@@ -482,14 +486,17 @@ def _run_one_shot(args: argparse.Namespace) -> int:
     from gputop.engine.deadline import read_within, timeout_message
     from gputop.engine.enrich import enrich
     from gputop.engine.holders import scan_holders
+    from gputop.engine.verdicts import confirm_blocked
     from gputop.sources import source_from_args, timeout_of
 
     source = source_from_args(args, counters=bool(args.json))  # only --json shows them
     try:
         # Enrich before close(): closing the demo ends its real processes. close() never waits
         # for a driver process stuck in a call: it is killed.
-        snapshot = read_within(source, timeout_of(args))
-        snapshot = enrich(snapshot, holders=scan_holders(source.dev_dir))
+        read = read_within(source, timeout_of(args))
+        holders = scan_holders(source.dev_dir)
+        # A process in state D is called unkillable only if it is still there a moment later.
+        snapshot = confirm_blocked(lambda: enrich(read, holders=holders))
     finally:
         source.close()
     with reader_may_leave(sys.stdout):  # `--json | head -1`: exit 3 after a timeout all the same

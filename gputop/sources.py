@@ -175,7 +175,10 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
         const="demo",
         default=argparse.SUPPRESS,
         metavar="NAME",
-        help="simulated driver, shipped scenario NAME (default demo; also dgx, faults, flaky, mig)",
+        help=(
+            "simulated driver, shipped scenario NAME "
+            "(default demo; also dgx, faults, flaky, mig, sick)"
+        ),
     )
     group.add_argument(
         "--scenario",

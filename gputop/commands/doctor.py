@@ -1,10 +1,13 @@
 """`gputop doctor`: a plain-text diagnosis of stuck GPU processes and unattributed memory.
 
 Exit 0 when nothing is stuck; 1 when a process holds a GPU without working (holder, defunct,
-orphan, stopped) or a GPU has memory in use that no listed process accounts for; 3 when some GPU
-did not answer within ``--timeout`` (the diagnosis of the others is printed all the same, and one
-line on stderr names the call that hung). Advice follows each GPU's state now: a reset or reboot
-only for a LOST GPU; for one NOT RESPONDING, to wait and look at the driver.
+orphan, stopped, unkillable) or a GPU has memory in use that no listed process accounts for; 3
+when some GPU did not answer within ``--timeout`` (the diagnosis of the others is printed all
+the same, and one line on stderr names the call that hung). Advice follows each GPU's state
+now: a reset or reboot only for a LOST GPU; for one NOT RESPONDING, to wait and look at the
+driver. An unkillable process (state D in a kernel call that has not returned) gets no kill
+command: what frees it is the call returning, a GPU reset once nothing else holds the GPU, or a
+reboot.
 """
 
 from __future__ import annotations
@@ -24,8 +27,10 @@ from gputop.engine.deadline import (
     timeout_message,
 )
 from gputop.engine.enrich import attributed_memory_bytes, enrich, unattributed_tolerance_bytes
+from gputop.engine.gpu_health import ACTION_NEEDED, assess_all, health_lines
 from gputop.engine.holders import HolderScan, scan_holders
 from gputop.engine.model import GpuSample, GpuState, ProcessRow, ProcState, Snapshot
+from gputop.engine.verdicts import KILL_WONT_HELP, blocked_where, confirm_blocked
 from gputop.errors import DriverTimeout, UsageError
 from gputop.exits import EXIT_OK, EXIT_STUCK, reader_may_leave, say
 
@@ -38,13 +43,17 @@ class Diagnosis:
     stuck_processes: tuple[ProcessRow, ...]
     unattributed: tuple[tuple[int, int], ...]
     silent_gpus: tuple[int, ...] = ()  # GPUs the driver did not answer for in time
+    # GPUs whose health verdict asks for a reset, a reboot or replacing (gputop.engine.gpu_health)
+    sick_gpus: tuple[int, ...] = ()
 
     @property
     def exit_code(self) -> int:
-        """0: healthy; 1: something is stuck; 3: some GPU did not answer (the view is partial)."""
+        """0: healthy; 1: something is stuck or a GPU needs a reset, a reboot or replacing; 3: some
+        GPU did not answer (the view is partial)."""
         if self.silent_gpus:
             return DriverTimeout.exit_code
-        return EXIT_STUCK if self.stuck_processes or self.unattributed else EXIT_OK
+        found = self.stuck_processes or self.unattributed or self.sick_gpus
+        return EXIT_STUCK if found else EXIT_OK
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -74,7 +83,9 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--dev-dir {dev_dir}: not a directory")
         # Before close(): closing the demo ends its real processes and removes their folder.
         holders = scan_holders(dev_dir)
-        snapshot = enrich(snapshot, holders=holders)
+        read = snapshot
+        # A process in state D is looked at again before it is called unkillable.
+        snapshot = confirm_blocked(lambda: enrich(read, holders=holders))
     finally:
         source.close()
     diagnosis = diagnose(snapshot, holders)
@@ -96,6 +107,8 @@ def _is_forked_worker(row: ProcessRow, active_pids: set[int]) -> bool:
 def fix_command(row: ProcessRow) -> str:
     """The shell command that would clean this process up."""
     pid = row.pid
+    if ProcState.UNKILLABLE in row.states:
+        return f"# none: PID {pid} is in state D; {KILL_WONT_HELP} (see its advice)"
     if row.state is ProcState.DEFUNCT:
         ppid = row.info.ppid
         if not ppid or ppid == 1:
@@ -148,7 +161,7 @@ def _gpu_line(gpu: GpuSample, unattributed: dict[int, int]) -> str:
     return line
 
 
-def _process_lines(row: ProcessRow) -> list[str]:
+def _process_lines(row: ProcessRow, *, with_note: bool = True) -> list[str]:
     info = row.info
     states = "+".join(s.value for s in row.states)
     gpus = ",".join(str(i) for i in row.gpu_indices) or "-"
@@ -158,7 +171,7 @@ def _process_lines(row: ProcessRow) -> list[str]:
     ]
     if row.device_files:
         lines.append(f"      holds {', '.join(row.device_files)}")
-    if row.parent_note:
+    if row.parent_note and with_note:
         lines.append(f"      {row.parent_note}")
     if info.note and (info.visible or row.state is ProcState.EXITED):
         lines.append(f"      note: {info.note}")
@@ -176,6 +189,7 @@ def diagnose(snapshot: Snapshot, holders: HolderScan | None = None) -> Diagnosis
     # enrich calls no holder of a GPU whose processes could not be read stuck: unknown.
     unknown = [r for r in snapshot.processes if r.state is ProcState.UNKNOWN]
     stuck = [r for r in snapshot.processes if r.stuck and r not in workers]
+    unkillable = [r for r in stuck if ProcState.UNKILLABLE in r.states]
     unattributed = dict(snapshot.unattributed_memory_bytes)
     out = [f"gputop doctor: {snapshot.system.hostname}, driver {snapshot.system.driver_version}"]
     if snapshot.system.simulated:
@@ -188,7 +202,10 @@ def diagnose(snapshot: Snapshot, holders: HolderScan | None = None) -> Diagnosis
         out.append(f"note: {snapshot.hidden_pids_note}")
     out.append("")
     out.extend(_gpu_line(g, unattributed) for g in snapshot.gpus)
-    out.extend(_section("Stuck processes", stuck, with_fix=True))
+    out.extend(
+        _section("Stuck processes", [r for r in stuck if r not in unkillable], with_fix=True)
+    )
+    out.extend(_unkillable_section(unkillable, snapshot))
     out.extend(
         _section("Workers forked from active GPU processes (released when they exit)", workers)
     )
@@ -205,6 +222,12 @@ def diagnose(snapshot: Snapshot, holders: HolderScan | None = None) -> Diagnosis
             "On a GPU whose processes could not be read (not counted as stuck: unknown)", unknown
         )
     )
+    health = health_lines(snapshot)
+    if health:
+        out.extend(
+            ["", "Health verdicts (what no signal can fix):", *(f"  {line}" for line in health)]
+        )
+    sick = tuple(h.index for h in assess_all(snapshot) if h.verdict in ACTION_NEEDED)
     hidden = [r for r in snapshot.processes if ProcState.NAMESPACE in r.states]
     if hidden:
         out.append("")
@@ -214,12 +237,13 @@ def diagnose(snapshot: Snapshot, holders: HolderScan | None = None) -> Diagnosis
             + ", ".join(f"{r.pid} ({r.info.name})" if r.info.name else str(r.pid) for r in hidden)
         )
     out.append("")
-    out.append(_verdict(len(stuck), len(unattributed), silent, unlisted))
+    out.append(_verdict(len(stuck), len(unattributed), silent, unlisted, len(unkillable), sick))
     return Diagnosis(
         text="\n".join(out) + "\n",
         stuck_processes=tuple(stuck),
         unattributed=tuple(unattributed.items()),
         silent_gpus=silent,
+        sick_gpus=sick,
     )
 
 
@@ -234,24 +258,81 @@ def _section(title: str, rows: list[ProcessRow], *, with_fix: bool = False) -> l
     return lines
 
 
+def _unkillable_section(rows: list[ProcessRow], snapshot: Snapshot) -> list[str]:
+    """Unkillable processes with what will free their GPUs instead of a kill: wait, reset each
+    GPU once nothing else holds it (naming what still does), or reboot."""
+    if not rows:
+        return []
+    lines = [
+        "",
+        f"Unkillable: in a kernel call that has not returned, state D ({len(rows)}):",
+    ]
+    for row in rows:
+        lines.extend(_process_lines(row, with_note=False))
+        blocked = row.info.blocked
+        if blocked is not None:
+            lines.append(f"      waits {blocked_where(blocked)}")
+            if not blocked.stack_read:
+                lines.append("      (its kernel stack is readable as root only)")
+        lines.append(f"      {KILL_WONT_HELP}. What will:")
+        lines.append("      1. wait: the call may return (a driver timeout, a recovered GPU)")
+        for index in row.gpu_indices or (None,):
+            lines.extend(_reset_step(index, row, snapshot))
+        lines.append("      3. reboot: frees every GPU; ends every process on the machine")
+    return lines
+
+
+def _reset_step(index: int | None, row: ProcessRow, snapshot: Snapshot) -> list[str]:
+    """Step 2 for one GPU: the reset, what must go first, what it costs, when it fails."""
+    if index is None:  # no GPU known for it: the driver lists it nowhere, its file is no GPU's
+        return [
+            "      2. reset its GPU once nothing else holds it: nvidia-smi --gpu-reset -i <GPU>"
+        ]
+    others = [r for r in snapshot.processes if index in r.gpu_indices and r.pid != row.pid]
+    held = (
+        " (now also held by "
+        + ", ".join(f"{r.pid} ({r.info.name or '?'})" for r in others[:5])
+        + (" …" if len(others) > 5 else "")
+        + ": stop those first)"
+        if others
+        else ""
+    )
+    return [
+        f"      2. reset GPU {index} once nothing else holds it{held}:",
+        f"           nvidia-smi --gpu-reset -i {index}   # ends every context on GPU {index}, "
+        "clears its memory",
+        "         the driver refuses while a process holds the GPU, this one included: then reboot",
+    ]
+
+
 def _verdict(
-    stuck: int, unattributed: int, silent: tuple[int, ...] = (), unlisted: tuple[int, ...] = ()
+    stuck: int,
+    unattributed: int,
+    silent: tuple[int, ...] = (),
+    unlisted: tuple[int, ...] = (),
+    unkillable: int = 0,
+    sick: tuple[int, ...] = (),
 ) -> str:
     partial = ""
     if silent:
         partial = f" ({gpu_indices(silent)} did not answer: not diagnosed)"
     if unlisted:
         partial += f" ({gpu_indices(unlisted)} gave no process list: not diagnosed)"
-    if not stuck and not unattributed:
+    if not stuck and not unattributed and not sick:
         if partial:
             return f"INCOMPLETE: nothing stuck on the GPUs that answered{partial}."
         return "OK: nothing stuck."
     parts = []
     if stuck:
         parts.append(f"{stuck} stuck process{'es' if stuck != 1 else ''}")
+        if unkillable:
+            parts[-1] += f" ({unkillable} unkillable: kill will not help)"
     if unattributed:
         parts.append(
             f"{unattributed} GPU{'s' if unattributed != 1 else ''} with unattributed memory"
         )
+    if sick:
+        verb = "needs" if len(sick) == 1 else "need"
+        parts.append(f"{gpu_indices(sick)} {verb} a reset, a reboot or replacing")
     hint = "" if os.geteuid() == 0 else " (not root: some holders may be missing)"
     return "STUCK: " + ", ".join(parts) + hint + partial + "."

@@ -6,8 +6,11 @@ names), plus ``"schema": 1`` at the top. Enums are written as their values (``"o
 Readings that are properties in the model are included too: ``fan_speed_percent`` per GPU,
 ``command`` per process info and ``state``/``stuck`` per process row. A GPU the driver did not
 answer for in time has ``"state": "not-responding"``, its ``stale_s`` (seconds waited) and
-``error``; the snapshot's ``driver_note`` names the call that hung. Field names only ever get
-added within a schema version; a rename or removal bumps ``schema``.
+``error``; the snapshot's ``driver_note`` names the call that hung. Each GPU has its ``health``
+(gputop.engine.gpu_health): ``{"verdict": "reset needed", "reasons": [{"verdict", "evidence",
+"source", "meaning", "advice"}, ...]}``, the worst reason first; verdicts are ``ok``,
+``degraded``, ``reset needed``, ``reboot needed``, ``replace`` and ``unknown`` (nothing read).
+Field names only ever get added within a schema version; a rename or removal bumps ``schema``.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from dataclasses import fields, is_dataclass
 from enum import Enum
 from typing import Any
 
+from gputop.engine.gpu_health import GpuHealth, assess
 from gputop.engine.model import GpuSample, ProcessRow, ProcInfo, Snapshot, SystemInfo
 from gputop.engine.sanitize import json_escape, json_safe
 
@@ -46,7 +50,13 @@ def gpu_to_dict(gpu: GpuSample) -> dict[str, Any]:
     """One GPU as a JSON-ready dict (``processes`` are NVML's contexts on it)."""
     result: dict[str, Any] = _plain(gpu)
     result["fan_speed_percent"] = gpu.fan_speed_percent
+    result["health"] = health_to_dict(assess(gpu))
     return result
+
+
+def health_to_dict(health: GpuHealth) -> dict[str, Any]:
+    """A GPU's health verdict and its reasons (the worst first) as a JSON-ready dict."""
+    return {"verdict": health.verdict.value, "reasons": _plain(health.reasons)}
 
 
 def proc_info_to_dict(info: ProcInfo) -> dict[str, Any]:

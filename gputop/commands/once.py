@@ -14,7 +14,9 @@ where a GPU instance has several compute instances), the profile as nvidia-smi n
 utilisation (NVML gives none in MIG mode: N/A), its memory and the processes running on it.
 
 A GPU that fell off the bus is ``LOST (reason)``; one the driver did not answer for within
-``--timeout`` is ``NOT RESPONDING for 5 s (nvmlDeviceGetPowerUsage did not return)``.
+``--timeout`` is ``NOT RESPONDING for 5 s (nvmlDeviceGetPowerUsage did not return)``. A GPU whose
+health verdict (gputop.engine.gpu_health) is not ok has it in brackets after its readings, with
+the worst evidence: ``[reset needed: recovery: GPU reset +1]``, ``[reboot needed: Xid 79]``.
 
 ``[2→0]``: NVML index 2 is CUDA device 0 in a program started from this shell (shown only when
 CUDA_VISIBLE_DEVICES or CUDA_DEVICE_ORDER make the two differ; ``→-`` means CUDA will not see it).
@@ -36,6 +38,7 @@ from datetime import datetime
 
 from gputop import glyphs, units
 from gputop.cells import cell_len, cut, ljust
+from gputop.engine.gpu_health import Verdict, assess
 from gputop.engine.model import GpuSample, GpuState, MigDevice, ProcessRow, ProcState, Snapshot
 from gputop.glyphs import Glyphs
 from gputop.units import Level
@@ -249,14 +252,35 @@ def _tokens(gpu: GpuSample, snapshot: Snapshot, options: OnceOptions) -> list[_L
     return tokens
 
 
-def _gpu_head(gpu: GpuSample, options: OnceOptions, g: Glyphs, label: str, name: str) -> _Line:
+def _health_tag(gpu: GpuSample, room: int) -> _Line:
+    """`` [reset needed: Xid 79]`` when the GPU's health verdict is neither ok nor unknown;
+    just `` [reset needed]`` when that would not leave ``room`` cells."""
+    health = assess(gpu)
+    if health.verdict in (Verdict.OK, Verdict.UNKNOWN):
+        return []
+    style = "1;33" if health.verdict is Verdict.DEGRADED else "1;31"
+    text = f" [{health.tag}]"
+    if cell_len(text) > room:
+        text = f" [{health.verdict.value}]"
+    return [_Seg(" "), _Seg(text[1:], style)]
+
+
+def _tag_room(gpu: GpuSample, options: OnceOptions, g: Glyphs, fixed_w: int) -> int:
+    """The cells a health tag may take on the GPU's line with a name of 4 cells at least."""
+    metrics = _length(_metrics(gpu, options, g)) if gpu.state is GpuState.OK else 0
+    return (options.width or 80) - fixed_w - 4 - metrics
+
+
+def _gpu_head(
+    gpu: GpuSample, options: OnceOptions, g: Glyphs, label: str, name: str, tag: _Line
+) -> _Line:
     """Everything before the process list (the whole line for a LOST/ERROR GPU)."""
     head: _Line = [_Seg(label, "36"), _Seg(" "), _Seg(name, "34"), _Seg(" | ")]
     if gpu.state is not GpuState.OK:
-        return [*head, _Seg(state_text(gpu), "1;31")]
+        return [*head, _Seg(state_text(gpu), "1;31"), *tag]
     if gpu.stale_s is not None:  # read before the driver crashed: an old reading, said so
         head = [*head, _Seg(f"STALE {units.duration(gpu.stale_s)}", "1;31"), _Seg(" | ")]
-    return head + _metrics(gpu, options, g)
+    return head + _metrics(gpu, options, g) + tag
 
 
 def state_text(gpu: GpuSample) -> str:
@@ -341,6 +365,7 @@ def _header(snapshot: Snapshot) -> _Line:
 def _name_width(
     gpus: tuple[GpuSample, ...],
     tokens: list[list[_Line]],
+    tags: list[_Line],
     fixed_w: int,
     options: OnceOptions,
     g: Glyphs,
@@ -348,10 +373,11 @@ def _name_width(
     """Names share one width, shortened so the readings and a "| …+N" marker still fit."""
     widest = max((cell_len(units.text(gpu.name)) for gpu in gpus), default=0)
     needed = 0
-    for gpu, gpu_tokens in zip(gpus, tokens, strict=True):
+    for gpu, gpu_tokens, tag in zip(gpus, tokens, tags, strict=True):
         more = cell_len(f" | {g.ellipsis}+{len(gpu_tokens)}") if gpu_tokens else 0
         metrics = _length(_metrics(gpu, options, g)) if gpu.state is GpuState.OK else 0
-        needed = max(needed, metrics + more)
+        tag_w = _length(tag) if gpu.state is GpuState.OK else 0
+        needed = max(needed, metrics + tag_w + more)
     room = (options.width or 80) - fixed_w - needed
     return max(min(widest, room), 4)
 
@@ -368,11 +394,13 @@ def render_once(snapshot: Snapshot, options: OnceOptions) -> str:
     labels = [_index_label(gpu, show_cuda, g.arrow) for gpu in gpus]
     label_w = max((cell_len(label) for label in labels), default=0)
     tokens = [_tokens(gpu, snapshot, options) for gpu in gpus]
-    name_w = _name_width(gpus, tokens, label_w + len(" ") + len(" | "), options, g)
+    fixed_w = label_w + len(" ") + len(" | ")
+    tags = [_health_tag(gpu, _tag_room(gpu, options, g, fixed_w)) for gpu in gpus]
+    name_w = _name_width(gpus, tokens, tags, fixed_w, options, g)
     lines = [_clip(_header(snapshot), width, g.ellipsis)]
-    for gpu, label, gpu_tokens in zip(gpus, labels, tokens, strict=True):
+    for gpu, label, gpu_tokens, tag in zip(gpus, labels, tokens, tags, strict=True):
         name = _fit_name(units.text(gpu.name), name_w, g.ellipsis)
-        head = _gpu_head(gpu, options, g, ljust(label, label_w), name)
+        head = _gpu_head(gpu, options, g, ljust(label, label_w), name, tag)
         lines.append(_gpu_line(head, gpu_tokens, width, g.ellipsis))
         lines += _mig_lines(gpu, snapshot, options, g, show_cuda)
     if not gpus:

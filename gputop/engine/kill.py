@@ -19,17 +19,19 @@ import os
 import signal as signal_module
 import threading
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 
 import psutil
 
-from gputop.engine.model import ProcInfo
+from gputop.engine.model import GpuSample, GpuState, ProcessRow, ProcInfo, ProcState, Snapshot
 from gputop.engine.private_file import UnsafeFile, open_private
 from gputop.engine.proc_lookup import read_proc
 from gputop.engine.sanitize import clean
 from gputop.errors import UsageError
+from gputop.units import GiB, MiB
 
 _CREATE_TIME_TOLERANCE_S = 0.01  # the same process always reports the same create time
 SENDING = "sending"  # the audit result of a signal recorded before it is sent
@@ -109,6 +111,9 @@ class KillResult:
     signalled: tuple[int, ...] = ()
     still_running: tuple[int, ...] = ()
     refusal: Refusal | None = None
+    # The process's descendants right before the signal, each with its parent's PID: once the
+    # process is gone they are re-parented, and the aftermath could no longer name them its own.
+    family: tuple[tuple[ProcIdentity, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -194,6 +199,21 @@ def _refusal_reason(
     return None
 
 
+def unkillable_reason(row: ProcessRow) -> str | None:
+    """Why no signal is offered for ``row`` (one line), or None: a process in uninterruptible
+    sleep acts on no signal, SIGKILL included, until its kernel call returns."""
+    if ProcState.UNKILLABLE not in row.states:
+        return None
+    blocked = row.info.blocked
+    where = f", in {clean(blocked.wchan)}" if blocked is not None and blocked.wchan else ""
+    gpus = ",".join(map(str, row.gpu_indices)) or "N"
+    return (
+        f"PID {row.pid} is in uninterruptible sleep (state D{where}): kill cannot help, no "
+        "signal (SIGKILL included) ends it until its driver call returns; wait, reset the GPU "
+        f"once nothing else holds it (nvidia-smi --gpu-reset -i {gpus}), or reboot"
+    )
+
+
 def _parent_identity(ppid: int | None) -> ProcIdentity | None:
     if not ppid:
         return None
@@ -245,6 +265,19 @@ def _descendants_deepest_first(pid: int) -> list[psutil.Process]:
         if not pending:
             break
     return sorted((k for k in kids if k.pid in depth), key=lambda k: -depth[k.pid])
+
+
+def _family(pid: int) -> tuple[tuple[ProcIdentity, int], ...]:
+    """``pid``'s descendants now, each with its parent's PID (the ones that vanish are left out)."""
+    family: list[tuple[ProcIdentity, int]] = []
+    try:
+        kids = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return ()
+    for kid in kids:
+        with contextlib.suppress(psutil.Error):
+            family.append((ProcIdentity(pid=kid.pid, create_time=kid.create_time()), kid.ppid()))
+    return tuple(family)
 
 
 def _wait_exited(procs: list[psutil.Process], grace_s: float) -> set[int]:
@@ -384,6 +417,7 @@ class Killer:
             return KillResult(
                 ok=False, message=reason, pid=identity.pid, signal=signal, refusal=refusal
             )
+        family = _family(identity.pid)
         sent: list[psutil.Process] = []
         failed: dict[int, str] = {}
         for target in decision.targets:
@@ -392,7 +426,8 @@ class Killer:
                 sent.append(proc)
             else:
                 failed[target.pid] = why
-        return self._result(decision, sent, failed, grace_s, command_shown)
+        result = self._result(decision, sent, failed, grace_s, command_shown)
+        return replace(result, family=family)
 
     def _result(
         self,
@@ -517,3 +552,257 @@ def _signal_verified(target: ProcIdentity, signal: Signal) -> tuple[psutil.Proce
     except psutil.AccessDenied:
         return None, "not permitted"
     return proc, ""
+
+
+# -- aftermath: did the GPU memory come back? ----------------------------------------------
+# A process that exited may leave its GPU memory taken: a forked child still holds the device
+# files, a zombie's child does, a process in another PID namespace does, or the driver is stuck.
+# The watch below follows the sampler's snapshots (no reading of its own) for FOLLOW_S seconds.
+
+FOLLOW_S = 5.0  # how long the memory of the processes signalled is followed
+_NAMED_AT_MOST = 3  # holders named in one line; the rest are counted
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Holding:
+    """A process that still holds a GPU after a signal, and why it matters."""
+
+    pid: int
+    name: str
+    why: str  # "still running", "child of 4139", "unkillable (state D)", ...
+    kind: str  # "signalled", "killable", "unkillable", "namespace"
+
+    @property
+    def label(self) -> str:
+        """``PID 4141 (python3, child of 4139)``."""
+        return (
+            f"PID {self.pid} ({self.name}, {self.why})"
+            if self.name
+            else f"PID {self.pid} ({self.why})"
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Release:
+    """One GPU's memory after a signal: released (True), not (False), or not known (None)."""
+
+    gpu_index: int
+    held_bytes: int  # what the driver listed for the processes signalled, right before
+    released: bool | None
+    holders: tuple[Holding, ...] = ()
+    line: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class _Before:
+    index: int
+    held_bytes: int
+    used_bytes: int | None
+
+
+class MemoryWatch:
+    """Follows the GPU memory of the processes some signals went to, on the sampler's snapshots.
+
+    Made from the snapshot shown when the signal was chosen and the KillResults; fed every
+    snapshot after (:meth:`observe`), it answers once: every GPU released, or ``follow_s``
+    seconds of readings after the signal, or (no reading came: paused, driver hung) twice that
+    in wall time. A GPU counts as released when the driver lists none of the processes on it and
+    its used memory fell by at least half of what they held (others may allocate meanwhile).
+    """
+
+    def __init__(
+        self,
+        before: Snapshot | None,
+        results: Iterable[KillResult],
+        *,
+        sent_at_mono: float,
+        follow_s: float = FOLLOW_S,
+    ) -> None:
+        sent = [r for r in results if r.ok]
+        self.signals = tuple(dict.fromkeys(r.signal for r in sent))
+        self.signalled = frozenset(pid for r in sent for pid in r.signalled)
+        # Each descendant at the signal: (its start time, its parent's PID).
+        self.family = {kid.pid: (kid.create_time, ppid) for r in sent for kid, ppid in r.family}
+        self.sent_at_mono = sent_at_mono
+        self.follow_s = follow_s
+        self._latest: Snapshot | None = None
+        self._before: tuple[_Before, ...] = ()
+        if before is not None:
+            self._before = tuple(
+                _Before(g.index, held, g.memory_used_bytes)
+                for g in before.gpus
+                if (held := _listed_bytes(g, self.signalled)) > 0
+            )
+
+    @property
+    def following(self) -> bool:
+        """Whether the processes signalled had GPU memory to follow."""
+        return bool(self._before)
+
+    def observe(self, snapshot: Snapshot | None, now_mono: float) -> tuple[Release, ...] | None:
+        """The verdict per GPU once known; None while still following."""
+        if not self._before:
+            return ()
+        if (
+            snapshot is not None
+            and snapshot.stale_s is None
+            and snapshot.taken_at_mono >= self.sent_at_mono
+        ):
+            self._latest = snapshot
+        latest = self._latest
+        deadline = self.sent_at_mono + self.follow_s
+        if latest is not None and (
+            latest.taken_at_mono >= deadline or all(self._released(b, latest) for b in self._before)
+        ):
+            return self._verdict(latest)
+        if now_mono >= deadline + self.follow_s:
+            return self._verdict(latest)
+        return None
+
+    def _released(self, before: _Before, snap: Snapshot) -> bool | None:
+        gpu = snap.gpu(before.index)
+        if gpu is None or gpu.state is not GpuState.OK or gpu.process_list_error is not None:
+            return None
+        if _listed_bytes(gpu, self.signalled) > 0:
+            return False
+        if before.used_bytes is None or gpu.memory_used_bytes is None:
+            return True  # the driver lists none of them: all it can tell
+        return before.used_bytes - gpu.memory_used_bytes >= before.held_bytes // 2
+
+    def _verdict(self, snap: Snapshot | None) -> tuple[Release, ...]:
+        out = []
+        for b in self._before:
+            size = _size(b.held_bytes)
+            released = self._released(b, snap) if snap is not None else None
+            if released:
+                out.append(
+                    Release(
+                        gpu_index=b.index,
+                        held_bytes=b.held_bytes,
+                        released=True,
+                        line=f"✓ GPU {b.index}: {size} released",
+                    )
+                )
+            elif released is None or snap is None:
+                line = (
+                    f"GPU {b.index}: cannot tell whether {size} was released: "
+                    "no reading of it since the signal"
+                )
+                out.append(
+                    Release(gpu_index=b.index, held_bytes=b.held_bytes, released=None, line=line)
+                )
+            else:
+                holders = self._holders(b.index, snap)
+                line = (
+                    f"GPU {b.index}: {size} not released after {self.follow_s:g} s: "
+                    + _held_by(holders, snap)
+                    + "; next: "
+                    + self._next_step(b.index, holders)
+                )
+                out.append(
+                    Release(
+                        gpu_index=b.index,
+                        held_bytes=b.held_bytes,
+                        released=False,
+                        holders=holders,
+                        line=line,
+                    )
+                )
+        return tuple(out)
+
+    def _holders(self, index: int, snap: Snapshot) -> tuple[Holding, ...]:
+        """Who still holds GPU ``index``: the processes signalled that live on, their
+        descendants, unkillable and other holders of its device files, and the PIDs the driver
+        lists that this PID namespace cannot see."""
+        found: dict[int, Holding] = {}
+        for pid in sorted(self.signalled):
+            info = read_proc(pid, fresh=True)
+            if info.visible and info.status != psutil.STATUS_ZOMBIE:
+                why = "unkillable (state D)" if info.blocked is not None else "still running"
+                kind = "unkillable" if info.blocked is not None else "signalled"
+                found[pid] = Holding(pid=pid, name=clean(info.name or ""), why=why, kind=kind)
+        for row in snap.processes:
+            if row.pid in found or row.pid in self.signalled or index not in row.gpu_indices:
+                continue
+            holding = self._holding(row)
+            if holding is not None:
+                found[row.pid] = holding
+        order = {"signalled": 0, "killable": 1, "unkillable": 2, "namespace": 3}
+        return tuple(sorted(found.values(), key=lambda h: (order[h.kind], h.pid)))
+
+    def _holding(self, row: ProcessRow) -> Holding | None:
+        name = clean(row.info.name or "")
+        if row.state is ProcState.NAMESPACE:
+            return Holding(pid=row.pid, name=name, why="in another PID namespace", kind="namespace")
+        if ProcState.UNKILLABLE in row.states:
+            return Holding(pid=row.pid, name=name, why="unkillable (state D)", kind="unkillable")
+        parent = self._parent_at_signal(row)
+        defunct = "defunct " if row.info.status == psutil.STATUS_ZOMBIE else ""
+        if parent is not None:
+            return Holding(
+                pid=row.pid, name=name, why=f"{defunct}child of {parent}", kind="killable"
+            )
+        if row.device_files and ProcState.ACTIVE not in row.states:
+            return Holding(
+                pid=row.pid, name=name, why=f"{row.state.value}, holds the device", kind="killable"
+            )
+        return None  # another job, with memory of its own
+
+    def _parent_at_signal(self, row: ProcessRow) -> int | None:
+        """The parent ``row``'s process had at the signal, when it descended from one signalled."""
+        known = self.family.get(row.pid)
+        if known is None or not _same_start(known[0], row.info.create_time):
+            return None  # not one of theirs, or its PID was reused since
+        return known[1]
+
+    def _next_step(self, index: int, holders: tuple[Holding, ...]) -> str:
+        reset = (
+            f"a GPU reset once nothing else holds it (nvidia-smi --gpu-reset -i {index}), "
+            "or a reboot"
+        )
+        steps = []
+        running = [h.pid for h in holders if h.kind == "signalled"]
+        killable = [h.pid for h in holders if h.kind == "killable"]
+        unkillable = [h.pid for h in holders if h.kind == "unkillable"]
+        namespace = [h.pid for h in holders if h.kind == "namespace"]
+        if running and Signal.KILL not in self.signals:
+            steps.append(f"send KILL to {_pids(running)}")
+        elif running:
+            unkillable = running + unkillable
+        if killable:
+            steps.append(f"signal {_pids(killable)} (its row, k)")
+        if namespace:
+            steps.append(f"stop {_pids(namespace)} from its container or the host")
+        if unkillable:
+            steps.append(f"{reset}: kill cannot end {_pids(unkillable)}")
+        if not steps:
+            steps.append(reset)
+        return "; then ".join(steps)
+
+
+def _held_by(holders: tuple[Holding, ...], snap: Snapshot) -> str:
+    if not holders:
+        note = f" ({snap.holder_scan_note})" if snap.holder_scan_note else ""
+        return f"no process that holds it is visible here{note}"
+    named = ", ".join(h.label for h in holders[:_NAMED_AT_MOST])
+    more = len(holders) - _NAMED_AT_MOST
+    return "still held by " + named + (f" and {more} more" if more > 0 else "")
+
+
+def _pids(pids: list[int]) -> str:
+    return ", ".join(map(str, pids[:_NAMED_AT_MOST])) + (" …" if len(pids) > _NAMED_AT_MOST else "")
+
+
+def _same_start(seen: float | None, now: float | None) -> bool:
+    return seen is not None and now is not None and abs(seen - now) <= _CREATE_TIME_TOLERANCE_S
+
+
+def _listed_bytes(gpu: GpuSample, pids: frozenset[int]) -> int:
+    """What the driver lists for ``pids`` on ``gpu``."""
+    return sum(p.used_memory_bytes or 0 for p in gpu.processes if p.pid in pids)
+
+
+def _size(value_bytes: int) -> str:
+    if value_bytes >= GiB:
+        return f"{value_bytes / GiB:.1f} GiB"
+    return f"{value_bytes / MiB:.0f} MiB"

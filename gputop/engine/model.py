@@ -49,6 +49,14 @@ class Unavailable(StrEnum):
 Scalar = int | float | str  # one extra reading, as the driver gave it
 
 
+@dataclass(frozen=True, slots=True)
+class XidEvent:
+    """A critical Xid error the driver told of (NVML keeps none from before gputop started)."""
+
+    xid: int
+    at_wall: float  # when gputop was told of it (time.time())
+
+
 class ProcessType(StrEnum):
     """The kind of GPU context NVML reports for a process."""
 
@@ -75,6 +83,9 @@ class ProcState(StrEnum):
     # Holds the device file of a GPU whose process list could not be read (NOT RESPONDING, the
     # driver crashed, or the list call failed): whether it has a context there is unknown.
     UNKNOWN = "unknown"
+    # In uninterruptible sleep (state D) in one kernel call (ProcInfo.blocked) while it holds or
+    # uses a GPU: no signal, SIGKILL included, acts on it until that call returns.
+    UNKILLABLE = "unkillable"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -237,6 +248,17 @@ class GpuSample:
     compute_mode: str | None = None
     persistence_mode: bool | None = None
     mig_mode: bool | None = None
+    # What the GPU health verdict (gputop.engine.gpu_health) is made from; None: not readable.
+    recovery_action: int | None = None  # NVML_FI_DEV_GET_GPU_RECOVERY_ACTION (0: none needed)
+    unrepairable_memory: bool | None = None  # nvmlDeviceGetUnrepairableMemoryFlag_v1
+    remapped_rows_pending: bool | None = None  # a row remapping waits for the next GPU reset
+    remapped_rows_failure: bool | None = None  # a row remapping failed
+    retired_pages_pending: bool | None = None  # a page retirement waits for the next reset
+    # Xid errors of the last hour, oldest first (None: the driver gives this GPU no Xid events).
+    recent_xids: tuple[XidEvent, ...] | None = None
+    # Hardware slowdown reasons (hw_slowdown, hw_thermal_slowdown, hw_power_brake_slowdown)
+    # active now, each with the seconds it has been active without a break (None: unreadable).
+    slowdowns_held_s: tuple[tuple[str, float], ...] | None = None
     processes: tuple[GpuProcess, ...] = ()
     # Why the driver's process list could not be read (None: it was): ``processes`` then holds
     # only what was read, and a process holding this GPU without an entry is not known stuck.
@@ -323,6 +345,18 @@ class Container:
         return self.name or self.short_id
 
 
+@dataclass(frozen=True, slots=True)
+class Blocked:
+    """A process waiting in one kernel call: state D (uninterruptible sleep) on two readings at
+    least ``BLOCKED_AFTER_S`` apart, not having run in between (gputop.engine.procs)."""
+
+    since_mono: float  # the reader's clock when it first saw this wait
+    wchan: str | None = None  # /proc/PID/wchan: the kernel function it waits in, when readable
+    # Frames of /proc/PID/stack in NVIDIA's modules (nvidia, nvidia_uvm...): readable as root only.
+    driver_frames: tuple[str, ...] = ()
+    stack_read: bool = False  # whether /proc/PID/stack could be read (no frames then means none)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProcInfo:
     """What the host OS (psutil) tells about one PID. Fields the OS would not give are None."""
@@ -340,6 +374,7 @@ class ProcInfo:
     host_rss_bytes: int | None = None
     note: str | None = None  # why something is missing, in words
     container: Container | None = None  # None: none, or not known (yet)
+    blocked: Blocked | None = None  # in one kernel call in state D (not: in D at one reading)
 
     @property
     def command(self) -> str:
@@ -383,6 +418,7 @@ class ProcessRow:
             ProcState.DEFUNCT,
             ProcState.ORPHAN,
             ProcState.STOPPED,
+            ProcState.UNKILLABLE,
         )
 
 

@@ -21,7 +21,7 @@ import psutil
 from gputop.engine import proc_files
 from gputop.engine.changes import same
 from gputop.engine.containers import ContainerNames, container_of
-from gputop.engine.model import Container, ProcInfo
+from gputop.engine.model import Blocked, Container, ProcInfo
 from gputop.engine.proc_files import (
     CLOCK_TICKS,
     PAGE_BYTES,
@@ -34,6 +34,7 @@ from gputop.engine.proc_files import (
     psutil_cpu_percent,
     read_stat,
 )
+from gputop.engine.sanitize import clean
 
 # No "ppid": psutil checks for a reused PID in ppid() by building another Process, and the reader
 # has the parent PID from /proc/PID/stat already.
@@ -87,6 +88,70 @@ NEW_FULL_PER_CALL = 500
 # later call, so the first tick on 5,000 GPU processes does not read them all.
 NEW_PER_CALL = 1000
 PENDING_NOTE = "not read yet: gputop reads at most 1,000 new processes a tick"
+
+
+# State D (uninterruptible sleep) at one reading is normal: a disk read takes milliseconds. A
+# process is called blocked (ProcInfo.blocked) when readings at least this far apart saw it in D
+# and it did not run in between (its context switches, /proc/PID/status, unchanged): one kernel
+# call that has not returned. The dashboard's next tick tells; a one-shot view looks again
+# (gputop.engine.verdicts.confirm_blocked).
+BLOCKED_AFTER_S = 0.5
+# Kernel stack frames of a blocked process kept: those in NVIDIA's modules, at most this many.
+DRIVER_FRAMES = 8
+
+
+def context_switches(pid: int) -> int | None:
+    """Times the process (its main thread) was switched out, voluntarily or not, from
+    /proc/PID/status; None when unreadable. Unchanged between two readings: it did not run."""
+    data = proc_files.read_file(f"/proc/{pid}/status", 8192)
+    total = 0
+    found = 0
+    for key in (b"\nvoluntary_ctxt_switches:", b"\nnonvoluntary_ctxt_switches:"):
+        at = data.find(key)
+        if at < 0:
+            continue
+        try:
+            total += int(data[at + len(key) :].split(None, 1)[0])
+        except (ValueError, IndexError):
+            return None
+        found += 1
+    return total if found else None
+
+
+def wchan(pid: int) -> str | None:
+    """The kernel function the process sleeps in (/proc/PID/wchan); None when not readable (the
+    kernel writes "0" to those who may not know)."""
+    raw = proc_files.read_file(f"/proc/{pid}/wchan", 256).strip()
+    if not raw or raw == b"0":
+        return None
+    return clean(raw.decode("ascii", "replace"))
+
+
+def driver_frames(pid: int) -> tuple[tuple[str, ...], bool]:
+    """The frames of /proc/PID/stack in NVIDIA's modules (``nvidia``, ``nvidia_uvm``...), as
+    "function [module]", innermost first; and whether the stack could be read (root only)."""
+    raw = proc_files.read_file(f"/proc/{pid}/stack", 16384, allow_error=True)
+    if raw is None:
+        return (), False
+    frames: list[str] = []
+    for line in raw.decode("ascii", "replace").splitlines():
+        # "[<0>] uvm_spin_loop+0x5a/0x90 [nvidia_uvm]"
+        frame = line.partition("] ")[2] if line.startswith("[<") else line
+        function, _, rest = frame.partition("+")
+        module = rest.partition(" ")[2].strip()
+        if "nvidia" in module.lower() or "uvm" in function.lower():
+            frames.append(clean(f"{function} {module}".strip()))
+            if len(frames) == DRIVER_FRAMES:
+                break
+    return tuple(frames), True
+
+
+def blocked_facts(pid: int, since_mono: float) -> Blocked:
+    """What the kernel says of a blocked process's wait (wchan, NVIDIA frames when readable)."""
+    frames, stack_read = driver_frames(pid)
+    return Blocked(
+        since_mono=since_mono, wchan=wchan(pid), driver_frames=frames, stack_read=stack_read
+    )
 
 
 @dataclass(slots=True)
@@ -158,6 +223,9 @@ class _Known:
     shown_from: ProcInfo | None = None  # the reading `shown` was made from
     raw: bytes | None = None  # /proc/PID/stat as `stat` was parsed from
     light: bool = False  # info is a light reading: the full one is still owed
+    d_since: float | None = None  # clock time of the first reading of its present D wait
+    d_switches: int | None = None  # its context switches at that reading (None: unreadable)
+    blocked: Blocked | None = None  # that wait, once it counts (BLOCKED_AFTER_S)
 
 
 class ProcReader:
@@ -351,6 +419,8 @@ class ProcReader:
             and known.shown_from is known.info
             and shown.cpu_percent == 0.0
             and not known.light
+            # a D wait not yet counted: a later reading may count it
+            and (known.d_since is None or known.blocked is not None)
             and (
                 now - known.full_at < self.full_every_s
                 # due, but this call's periodic full readings are spent (at thousands of
@@ -396,6 +466,7 @@ class ProcReader:
         zombie = stat.state == b"Z"
         status = STATUS.get(stat.state, info.status)
         rss = info.host_rss_bytes if zombie else stat.rss_pages * PAGE_BYTES
+        blocked = _blocked(known, stat.state, now)
         shown = known.shown
         if (
             shown is not None
@@ -404,6 +475,7 @@ class ProcReader:
             and shown.host_rss_bytes == rss
             and shown.ppid == stat.ppid
             and shown.status == status
+            and shown.blocked is blocked
         ):
             return shown  # unchanged (an idle worker)
         shown = ProcInfo(
@@ -419,6 +491,7 @@ class ProcReader:
             cpu_percent=cpu,
             host_rss_bytes=rss,
             note=info.note,
+            blocked=blocked,
         )
         known.shown, known.shown_from = shown, info
         return shown
@@ -557,3 +630,20 @@ class ProcReader:
             self._forget_locked(key)
         while len(self._cache) > limit:
             self._forget_locked(next(iter(self._cache)))  # dicts keep insertion order: oldest first
+
+
+def _blocked(known: _Known, state: bytes, now: float) -> Blocked | None:
+    """The process's D wait once it counts (BLOCKED_AFTER_S), kept on ``known`` between
+    readings; None while it is not in D, or not for long enough yet."""
+    if state != b"D":
+        known.d_since = known.d_switches = known.blocked = None
+        return None
+    pid = known.key[0]
+    switches = context_switches(pid)
+    if known.d_since is None or switches != known.d_switches:
+        # A new wait: the first reading in D, or it ran since the last one.
+        known.d_since, known.d_switches, known.blocked = now, switches, None
+        return None
+    if known.blocked is None and now - known.d_since >= BLOCKED_AFTER_S:
+        known.blocked = blocked_facts(pid, known.d_since)
+    return known.blocked

@@ -3,18 +3,25 @@ what was read of it (OS view, device files, whether the driver lists it).
 
 A process is called stuck only from what was read: a holder of a GPU whose process list is not
 known (lost, not responding, or the list call failed) is not evidence of anything.
+
+A GPU process in one kernel call that has not returned (state D on readings
+``BLOCKED_AFTER_S`` apart, not having run in between: ProcInfo.blocked, read by
+gputop.engine.procs) is unkillable: no signal acts on it until that call returns, so its advice
+is never a kill but to wait, reset the GPU once nothing else holds it, or reboot.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 import psutil
 
-from gputop.engine.model import GpuSample, GpuState, ProcInfo, ProcState
+from gputop.engine.model import Blocked, GpuSample, GpuState, ProcInfo, ProcState, Snapshot
 from gputop.engine.proc_lookup import is_namespace_init, process_group, read_proc, session
+from gputop.engine.procs import BLOCKED_AFTER_S
 
 _STOPPED = frozenset({psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP})
 
@@ -31,6 +38,7 @@ class ProcFacts:
     holds_lost_gpu: bool = False  # one of the files it holds is a lost GPU's
     # One of the files it holds is of a GPU whose process list could not be read.
     holds_unlisted_gpu: bool = False
+    blocked: bool = False  # in one kernel call in state D (ProcInfo.blocked)
 
 
 def classify(facts: ProcFacts) -> tuple[ProcState, ...]:
@@ -38,6 +46,8 @@ def classify(facts: ProcFacts) -> tuple[ProcState, ...]:
     if not facts.visible:
         return (ProcState.NAMESPACE,)
     states: list[ProcState] = []
+    if facts.blocked and (facts.listed or facts.holds_device):
+        states.append(ProcState.UNKILLABLE)  # first: whatever else it is, no signal acts on it
     if facts.status == psutil.STATUS_ZOMBIE:
         states.append(ProcState.DEFUNCT)
     if facts.status in _STOPPED:
@@ -174,6 +184,7 @@ def verdict_of(
         orphaned=orphaned,
         holds_lost_gpu=bool(on_lost),
         holds_unlisted_gpu=bool(on_unlisted),
+        blocked=info.blocked is not None,
     )
     states = classify(facts)
     shown = info
@@ -184,6 +195,9 @@ def verdict_of(
         note = _lost_note(on_lost)
     if note is None and ProcState.UNKNOWN in states:
         note = _unlisted_note(on_unlisted)
+    if ProcState.UNKILLABLE in states and info.blocked is not None:
+        blocked = unkillable_note(info.blocked, held)
+        note = f"{blocked}; {note}" if note else blocked
     return Verdict(
         info=info,
         listed=listed,
@@ -260,6 +274,64 @@ class DeviceMap:
 
 # States in which a GPU lists no contexts although it is not lost.
 _UNLISTED = (GpuState.NOT_RESPONDING, GpuState.ERROR)
+
+
+def blocked_where(blocked: Blocked) -> str:
+    """Where the kernel says a blocked process waits: "in wait_for_completion (nvidia frames:
+    uvm_spin_loop [nvidia_uvm])", or "in a kernel call" when neither could be read."""
+    where = f"in {blocked.wchan}" if blocked.wchan else "in a kernel call"
+    if blocked.driver_frames:
+        where += f" (NVIDIA driver frames: {', '.join(blocked.driver_frames)})"
+    return where
+
+
+KILL_WONT_HELP = (
+    "kill will not help: no signal, SIGKILL included, acts on it until that call returns"
+)
+
+
+def unkillable_advice(gpus: Iterable[int]) -> str:
+    """What frees an unkillable process's GPUs, most gentle first (never a kill)."""
+    indices = sorted(set(gpus))
+    reset = (
+        "; ".join(f"nvidia-smi --gpu-reset -i {i}" for i in indices)
+        if indices
+        else "nvidia-smi --gpu-reset -i <GPU>"
+    )
+    return (
+        "wait for the driver call to return; else reset the GPU once nothing else holds it "
+        f"({reset}); else reboot"
+    )
+
+
+def unkillable_note(blocked: Blocked, gpus: Iterable[int] = ()) -> str:
+    """The note of an unkillable process: where it waits, that kill cannot help, what can."""
+    return (
+        f"in uninterruptible sleep (state D) {blocked_where(blocked)}: {KILL_WONT_HELP}; "
+        f"{unkillable_advice(gpus)}"
+    )
+
+
+def awaits_confirmation(info: ProcInfo) -> bool:
+    """In state D at its last reading, not for long enough yet to be called blocked."""
+    return info.status == psutil.STATUS_DISK_SLEEP and info.blocked is None
+
+
+def confirm_blocked(
+    make: Callable[[], Snapshot],
+    *,
+    wait_s: float = BLOCKED_AFTER_S,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Snapshot:
+    """A one-shot view's enriched snapshot: ``make()`` (which reads processes with the shared
+    reader, :func:`read_proc`, as enrich does without one), made again after ``wait_s`` when a
+    GPU process is in state D but not yet known to stay there: a disk read is in D for
+    milliseconds, a hung driver call for good. One wait, however many such processes."""
+    snapshot = make()
+    if any(awaits_confirmation(r.info) for r in snapshot.processes):
+        sleep(wait_s)
+        snapshot = make()
+    return snapshot
 
 
 def _lost_note(files: tuple[str, ...]) -> str:

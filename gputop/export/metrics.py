@@ -53,7 +53,13 @@ PROCESS_LABELS = ("gpu", "UUID", "pid", "user", "command", "container", "pod", "
 HOST_LABEL = dcgm.HOST_LABEL
 HOST_LABELS = dcgm.HOST_LABELS
 DRIVER_LABEL = dcgm.DRIVER_LABEL
-STUCK_STATES = (ProcState.HOLDER, ProcState.DEFUNCT, ProcState.ORPHAN, ProcState.STOPPED)
+STUCK_STATES = (
+    ProcState.HOLDER,
+    ProcState.DEFUNCT,
+    ProcState.ORPHAN,
+    ProcState.STOPPED,
+    ProcState.UNKILLABLE,
+)
 
 
 class Kind(StrEnum):
@@ -530,7 +536,8 @@ def stuck_family(snapshot: Snapshot) -> Family:
         name="gputop_stuck_processes",
         kind=Kind.GAUGE,
         help="Processes holding a GPU without doing GPU work, by state "
-        "(holder: device open but no context; defunct: zombie; orphan: parent gone; stopped).",
+        "(holder: device open but no context; defunct: zombie; orphan: parent gone; stopped; "
+        "unkillable: state D in a kernel call, no signal acts on it).",
         label_names=("state",),
         samples=tuple(Sample(labels=(str(s),), value=float(n)) for s, n in counts.items()),
     )

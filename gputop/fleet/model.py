@@ -40,7 +40,7 @@ def spellings(legacy: str) -> tuple[tuple[str, float], ...]:
 
 LOOKBACK = "1h"  # how far back a down target's host name is looked for
 HOST_LABELS = ("hostname", "Hostname")
-STUCK_STATES = ("holder", "defunct", "orphan", "stopped")
+STUCK_STATES = ("holder", "defunct", "orphan", "stopped", "unkillable")  # = the exporter's
 NO_GPU_SERIES = "no GPU series the fleet can read (neither DCGM's legacy names nor its 4.7 names)"
 # A host whose newest readings are older than this is stale: twice Prometheus's default scrape
 # interval (1 min), so a missed scrape or two is not an alarm, a hung exporter is.

@@ -124,7 +124,7 @@ def stuck_words(host: FleetHost) -> list[str]:
     words = []
     for state, count in (host.stuck or {}).items():
         if count:
-            plural = "s" if count != 1 and state != "stopped" else ""
+            plural = "s" if count != 1 and state not in ("stopped", "unkillable") else ""
             words.append(f"{count} {state}{plural}")
     words += [f"{gib(u.bytes)} GiB unattributed on GPU {u.gpu}" for u in host.unattributed or ()]
     return words

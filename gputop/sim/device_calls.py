@@ -15,6 +15,7 @@ from gputop.sim.answers import (
     ERROR_NOT_SUPPORTED,
     SUCCESS,
     _put,
+    _set,
     _target,
     _Unsupported,
 )
@@ -242,6 +243,10 @@ class DeviceCalls:
         uncorrected = _target(kind).value == 1
         errors = self._int(gpu, "ecc_uncorrected")  # a board without ECC has neither count
         _put(out, errors if uncorrected else self._int(gpu, "ecc_corrected"))
+        return SUCCESS
+
+    def _nvmlDeviceGetUnrepairableMemoryFlag_v1(self, gpu: SimGpu, out: Any) -> int:
+        _set(_target(out), "unrepairableMemory", self._int(gpu, "unrepairable_memory"))
         return SUCCESS
 
     def _nvmlDeviceGetComputeMode(self, gpu: SimGpu, out: Any) -> int:

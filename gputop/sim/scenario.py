@@ -198,7 +198,9 @@ DEFAULT_READINGS: dict[str, Any] = {
     "remapped_rows_failure": 0,
     "remap_banks": 640,  # banks with full remap availability (the histogram's "max")
     "pci_sub_device_id": 0x134F10DE,
-    "recovery_action": 0,  # 0: None
+    "recovery_action": 0,  # 0: None; 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset,
+    # 5 recover IMEX domain, 6 bus reset, 7 system reboot (NVML_GPU_RECOVERY_ACTION_*)
+    "unrepairable_memory": "unsupported",  # 1: memory the GPU can no longer repair (newer drivers)
     # Read by the exporter (gputop.sim.counters): counters and GPM metrics.
     "pcie_replay_count": 0,
     "nvlink_links": 0,  # active NVLink links (0: none, NOT_SUPPORTED)
@@ -578,11 +580,11 @@ def _actor_from_dict(spec: dict[str, Any]) -> ActorSpec:
     )
 
 
-SHIPPED = ("demo", "dgx", "faults", "flaky", "mig")
+SHIPPED = ("demo", "dgx", "faults", "flaky", "mig", "sick")
 
 
 def load_scenario(name_or_path: str | Path) -> Scenario:
-    """Load a shipped scenario by name (demo, dgx, faults, flaky, mig) or a TOML/JSON file.
+    """Load a shipped scenario by name (demo, dgx, faults, flaky, mig, sick) or a TOML/JSON file.
 
     Any problem with a file (missing, unreadable, not text, not TOML/JSON, bad content) raises
     UsageError with one line naming the file and the reason.

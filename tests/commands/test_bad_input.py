@@ -68,7 +68,7 @@ BAD_FILES: dict[str, tuple[Callable[[Path], None], str]] = {
     "binary": (_binary, "not UTF-8 text (byte 0x88 at offset 0)"),
     "utf16": (_utf16, "not UTF-8 text (byte 0xff at offset 0"),
     "directory": (_directory, "is a directory"),
-    "missing": (_missing, "no such file (shipped: demo, dgx, faults, flaky, mig)"),
+    "missing": (_missing, "no such file (shipped: demo, dgx, faults, flaky, mig, sick)"),
     "not-toml": (_not_toml, "not valid TOML: Expected ']]' at the end of an array declaration"),
     "wrong-type": (_wrong_type, "a value has the wrong type"),
 }

@@ -49,7 +49,7 @@ def test_system() -> None:
 def test_gpu_fields_values_and_types() -> None:
     gpu = make_gpu(1, throttle_reasons=("sw_power_cap", "hw_slowdown"))
     data = gpu_to_dict(gpu)
-    assert set(data) == names(GpuSample) | {"fan_speed_percent"}
+    assert set(data) == names(GpuSample) | {"fan_speed_percent", "health"}
     assert json.loads(json.dumps(data)) == data  # plain JSON types only
     assert data["index"] == 1
     assert data["state"] == "ok"
@@ -78,7 +78,7 @@ def test_gpu_fields_values_and_types() -> None:
 
 def test_all_none_gpu_is_null_not_missing() -> None:
     data = gpu_to_dict(GpuSample(index=3))
-    assert set(data) == names(GpuSample) | {"fan_speed_percent"}
+    assert set(data) == names(GpuSample) | {"fan_speed_percent", "health"}
     assert data["temperature_c"] is None
     assert data["fan_speed_percent"] is None
     assert data["processes"] == []

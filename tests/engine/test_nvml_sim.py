@@ -50,6 +50,7 @@ def everything_unsupported() -> dict[str, Any]:
         serial="unsupported",
         compute_capability=None,
         unsupported=[
+            "nvmlDeviceRegisterEvents",
             "nvmlDeviceGetMemoryInfo",
             "nvmlDeviceGetMemoryInfo_v2",
             "nvmlDeviceGetCurrentClocksEventReasons",

@@ -159,12 +159,19 @@ def test_stuck_counts_every_state_and_unattributed_memory() -> None:
             _row(2, ProcState.HOLDER),
             _row(3, ProcState.DEFUNCT),
             _row(4, ProcState.ACTIVE),
+            _row(5, ProcState.UNKILLABLE),
         ),
         unattributed_memory_bytes=((1, 3 * GiB),),
     )
     text = render(snap)
     stuck = {labels["state"]: value for labels, value in samples(text, "gputop_stuck_processes")}
-    assert stuck == {"holder": 2.0, "defunct": 1.0, "orphan": 0.0, "stopped": 0.0}
+    assert stuck == {
+        "holder": 2.0,
+        "defunct": 1.0,
+        "orphan": 0.0,
+        "stopped": 0.0,
+        "unkillable": 1.0,
+    }
     unattributed = samples(text, "gputop_unattributed_memory_bytes")
     assert unattributed == [({"gpu": "1", "UUID": snap.gpus[1].uuid}, 3.0 * GiB)]
 

@@ -45,7 +45,7 @@ def test_series_without_a_host_label_belong_to_their_targets_host() -> None:
     # the node exporter's down target is no GPU host
     assert [h.name for h in fleet.hosts] == ["a"]
     (a,) = fleet.hosts
-    assert a.stuck == {"holder": 2, "defunct": 0, "orphan": 1, "stopped": 0}
+    assert a.stuck == {"holder": 2, "defunct": 0, "orphan": 1, "stopped": 0, "unkillable": 0}
     assert a.unattributed_bytes == 5 * MIB
     assert a.memory_total_bytes == 1000 * MIB
     assert a.age_s == 3.5  # 2 s since the scrape + the exporter's own 1.5 s

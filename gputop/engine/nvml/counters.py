@@ -1,5 +1,6 @@
 """The exporter's counters (GpuCounters): energy, PCIe replays, remapped rows, NVLink data,
-GPM utilisation and Xid events, a few cheap driver calls a GPU a tick.
+GPM utilisation and Xid events, a few cheap driver calls a GPU a tick (the Xid events and the
+remapped rows from gputop.engine.nvml.health, which reads them every tick for the verdict).
 
 A call that fails costs only its reading (never the GPU); a GPU without GPM or NVLink is asked
 once; only a lost GPU raises (its sample says so).
@@ -8,9 +9,6 @@ once; only a lost GPU raises (its sample says so).
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import time
-from collections.abc import Sequence
 from typing import Any
 
 import pynvml
@@ -18,69 +16,8 @@ import pynvml
 from gputop.engine.in_flight import calling
 from gputop.engine.model import GpuCounters
 from gputop.engine.nvml.calls import MISSING, VALUE_MEMBERS, Lost, raise_if_lost, soft
+from gputop.engine.nvml.health import HealthReader
 from gputop.engine.nvml.pynvml_private import field_request, field_values
-
-
-class _XidEvents:
-    """Critical Xid errors, from one NVML event set every GPU is registered on.
-
-    NVML keeps no history of them: the count and the newest are those the driver told of since
-    this reader started. A GPU whose driver gives no such events (NOT_SUPPORTED, an old driver,
-    a vGPU guest) has no count at all (None), rather than a 0 that would claim there were none.
-    """
-
-    MAX_PER_TICK = 256  # a flood of events is read over several ticks, never forever
-
-    def __init__(self, handles: Sequence[Any | None]) -> None:
-        self._set: Any = None
-        self._by_address: dict[int, int] = {}  # device handle's address -> GPU index
-        self.count: dict[int, int] = {}  # GPU index -> Xids seen (registered GPUs only)
-        self.last: dict[int, tuple[int, float]] = {}  # GPU index -> (Xid, time.time())
-        try:
-            with calling("nvmlEventSetCreate"):
-                self._set = pynvml.nvmlEventSetCreate()
-        except (pynvml.NVMLError, *MISSING):
-            return
-        for index, h in enumerate(handles):
-            if h is None:
-                continue
-            try:
-                with calling("nvmlDeviceRegisterEvents"):
-                    pynvml.nvmlDeviceRegisterEvents(
-                        h, pynvml.nvmlEventTypeXidCriticalError, self._set
-                    )
-            except (pynvml.NVMLError, *MISSING):
-                continue
-            self._by_address[_address(h)] = index
-            self.count[index] = 0
-
-    def drain(self) -> None:
-        """Take every event waiting (without waiting for more)."""
-        if not self.count:
-            return
-        for _ in range(self.MAX_PER_TICK):
-            try:
-                with calling("nvmlEventSetWait_v2"):
-                    event = pynvml.nvmlEventSetWait_v2(self._set, 0)
-            except (pynvml.NVMLError, *MISSING):  # TIMEOUT: none left (else: next tick)
-                return
-            index = self._by_address.get(_address(event.device))
-            if index is None or not event.eventType & pynvml.nvmlEventTypeXidCriticalError:
-                continue
-            self.count[index] += 1
-            self.last[index] = (int(event.eventData), time.time())
-
-    def close(self) -> None:
-        if self._set is not None:
-            with contextlib.suppress(pynvml.NVMLError, *MISSING):
-                pynvml.nvmlEventSetFree(self._set)
-            self._set = None
-
-
-def _address(pointer: Any) -> int:
-    """The address an opaque NVML handle holds (an event's device is the GPU's own handle)."""
-    return ctypes.cast(pointer, ctypes.c_void_p).value or 0
-
 
 # NVML_GPM_METRIC_*: graphics engine, any tensor pipe and DRAM bandwidth utilisation (%).
 _GPM_METRICS = (1, 5, 10)
@@ -133,39 +70,35 @@ class _Gpm:
 class CounterReader:
     """The exporter's counters (GpuCounters) of each GPU, a few cheap driver calls a tick.
 
-    Every tick: energy, PCIe replays, NVLink throughput (one field-value call for all links),
-    GPM (one sample and one metrics call) and the Xid events waiting. Remapped rows change only
-    when the GPU retires a memory row, so they are read every REMAP_EVERY ticks. A call that
-    fails costs only its reading (never the GPU); a GPU without GPM or NVLink is asked once.
+    Every tick: energy, PCIe replays, NVLink throughput (one field-value call for all links) and
+    GPM (one sample and one metrics call). The Xid events and the remapped rows are the health
+    reader's (gputop.engine.nvml.health), which reads them whether or not counters are asked for:
+    remapped rows change only when the GPU retires a memory row, so they are read every
+    REMAP_EVERY ticks. A call that fails costs only its reading (never the GPU); a GPU without
+    GPM or NVLink is asked once.
     """
 
-    REMAP_EVERY = 30
+    REMAP_EVERY = HealthReader.EVERY
 
-    def __init__(self, handles: Sequence[Any | None]) -> None:
-        self.ticks = 0
-        self._events = _XidEvents(handles)
+    def __init__(self, health: HealthReader) -> None:
+        self._health = health
         self._gpm: dict[int, _Gpm | None] = {}  # None: the GPU has no GPM
         self._links: dict[int, tuple[int, ...]] = {}  # active NVLink links, read once
         self._nvlink_requests: dict[int, Any] = {}  # GPU index -> its field-value array
-        self._remapped: dict[int, tuple[Any, ...] | None] = {}
-
-    def drain_events(self) -> None:
-        """Take the Xid events that arrived since the last tick."""
-        self._events.drain()
 
     def read(self, index: int, h: Any) -> GpuCounters | None:
-        """The GPU's counters; None when it is lost (its sample says so next tick)."""
+        """The GPU's counters; None when it is lost (its sample says so next tick). Read after
+        the GPU's health readings of the same tick."""
         try:
             return self._read(index, h)
         except Lost:
             return None
 
     def _read(self, index: int, h: Any) -> GpuCounters:
-        if index not in self._remapped or self.ticks % self.REMAP_EVERY == 0:
-            self._remapped[index] = soft(pynvml.nvmlDeviceGetRemappedRows, h)
-        rows = self._remapped[index]
-        count = self._events.count.get(index)
-        xid, at = self._events.last.get(index, (None, None))
+        rows = self._health.remapped_rows(index)
+        events = self._health.events
+        count = events.count.get(index)
+        xid, at = events.last.get(index, (None, None))
         gpm = self._read_gpm(index, h)
         return GpuCounters(
             index=index,
@@ -224,7 +157,6 @@ class CounterReader:
         return sum(int(getattr(v.value, VALUE_MEMBERS[v.valueType])) for v in known)
 
     def close(self) -> None:
-        self._events.close()
         for gpm in self._gpm.values():
             if gpm is not None:
                 gpm.free()

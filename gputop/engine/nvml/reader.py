@@ -29,6 +29,7 @@ from gputop.engine.model import (
 )
 from gputop.engine.nvml.calls import Lost, first, is_lost, read
 from gputop.engine.nvml.counters import CounterReader
+from gputop.engine.nvml.health import HealthReader
 from gputop.engine.nvml.mig import read_mig
 from gputop.engine.nvml.processes import ProcessReader
 from gputop.engine.nvml.query import Asked
@@ -79,8 +80,9 @@ class NvmlSource(SourceBase):
         dev_dir: str = "/dev",
         pcie_in_line: bool = False,
     ):
-        """Open NVML. ``counters``: also read the exporter's GpuCounters each snapshot (and
-        register for Xid events); without them Snapshot.counters is empty and a tick is cheaper.
+        """Open NVML. ``counters``: also read the exporter's GpuCounters each snapshot; without
+        them Snapshot.counters is empty and a tick is cheaper (Xid events are read either way,
+        for the health verdict).
         ``dev_dir``: where this box's /dev/nvidia* files are (a simulated box has its own).
         ``pcie_in_line``: never move PCIe reads to their own thread, however slow (a simulated
         box on a hand-moved clock: that thread would read on the real clock).
@@ -119,9 +121,11 @@ class NvmlSource(SourceBase):
         self._assign_cuda_indices()
         self._system = read_system(simulated=simulated)
         self._pcie = _PcieReader(self._handles, in_line=pcie_in_line)
+        # Always: the health verdict's readings (Xid events, memory flags), cheap.
+        self._health = HealthReader(self._handles)
         # Opt-in (the exporter, --json): the dashboard never shows them, and they made a tick
         # about half as expensive again.
-        self._counters = CounterReader(self._handles) if counters else None
+        self._counters = CounterReader(self._health) if counters else None
 
     @property
     def system(self) -> SystemInfo:
@@ -133,6 +137,7 @@ class NvmlSource(SourceBase):
         self._pcie.stop()
         if self._counters is not None:
             self._counters.close()
+        self._health.close()
         with contextlib.suppress(pynvml.NVMLError), calling("nvmlShutdown"):
             pynvml.nvmlShutdown()
 
@@ -178,8 +183,7 @@ class NvmlSource(SourceBase):
         wall, mono = time.time(), time.monotonic()
         read: list[GpuSample] = [] if progress is None else progress
         reader = self._counters
-        if reader is not None:
-            reader.drain_events()
+        self._health.begin()
         counters: list[GpuCounters] = []
         self._processes.begin(seq)
         for i in range(len(self._handles)):
@@ -191,8 +195,7 @@ class NvmlSource(SourceBase):
                 reading = reader.read(i, self._handles[i])
                 if reading is not None:
                     counters.append(reading)
-        if reader is not None:
-            reader.ticks += 1
+        self._health.end()
         gpus = tuple(read)
         self._processes.end(gpus, self.PROCESS_UTIL_PER_SNAPSHOT)
         return Snapshot(
@@ -291,7 +294,7 @@ class NvmlSource(SourceBase):
                 lambda: pynvml.nvmlDeviceGetTemperatureV(h, pynvml.NVML_TEMPERATURE_GPU),
             ),
         )
-        values["temperature_memory_c"] = _memory_temperature(h)
+        values["temperature_memory_c"], values["recovery_action"] = _field_readings(h)
         values["fan_speeds_percent"] = self._read_fans(h, st)
         values["power_draw_mw"] = read(pynvml.nvmlDeviceGetPowerUsage, h)
         values["power_limit_mw"] = read(pynvml.nvmlDeviceGetEnforcedPowerLimit, h)
@@ -304,6 +307,7 @@ class NvmlSource(SourceBase):
         pstate = read(pynvml.nvmlDeviceGetPerformanceState, h)
         values["performance_state"] = None if pstate is None or pstate >= 32 else pstate
         values["throttle_reasons"] = self._read_throttle(h)
+        values.update(self._health.read(index, h, values["throttle_reasons"]))
         values["pcie_gen"] = read(pynvml.nvmlDeviceGetCurrPcieLinkGeneration, h)
         values["pcie_width"] = read(pynvml.nvmlDeviceGetCurrPcieLinkWidth, h)
         values["pcie_rx_kbps"], values["pcie_tx_kbps"] = self._pcie.read(index, h)
@@ -432,15 +436,22 @@ class _PcieReader:
         self._stop.set()
 
 
-def _memory_temperature(h: Any) -> int | None:
-    """HBM temperature, which NVML only offers as a field value."""
+# Read in one nvmlDeviceGetFieldValues call a tick: the HBM temperature, which NVML only offers
+# as a field value, and the driver's recovery action (the health verdict's first reading).
+_FIELDS = (pynvml.NVML_FI_DEV_MEMORY_TEMP, 230)  # 230: NVML_FI_DEV_GET_GPU_RECOVERY_ACTION
+
+
+def _field_readings(h: Any) -> tuple[int | None, int | None]:
+    """(memory temperature in °C, recovery action): each None where the driver gives none."""
     values = first(
         (
             "nvmlDeviceGetFieldValues",
-            lambda: pynvml.nvmlDeviceGetFieldValues(h, [pynvml.NVML_FI_DEV_MEMORY_TEMP]),
+            lambda: pynvml.nvmlDeviceGetFieldValues(h, list(_FIELDS)),
         )
     )
-    if not values or values[0].nvmlReturn != pynvml.NVML_SUCCESS:
-        return None
-    value = int(values[0].value.uiVal)
-    return value if 0 < value < 200 else None  # 0 or garbage: no sensor
+    if not values or len(values) != len(_FIELDS):
+        return None, None
+    temp, action = (
+        int(v.value.uiVal) if v.nvmlReturn == pynvml.NVML_SUCCESS else None for v in values
+    )
+    return (temp if temp is not None and 0 < temp < 200 else None), action  # 0: no sensor

@@ -1,6 +1,15 @@
-"""The kill dialog: pick TERM/KILL/INT (and children), see each result, escalate to KILL."""
+"""The kill dialog: pick TERM/KILL/INT (and children), see each result, escalate to KILL.
+
+After a signal it follows the GPU memory of the processes signalled on the app's snapshots
+(gputop.engine.kill.MemoryWatch) and says whether it was released, or who still holds it; a
+toast says it too, also when the dialog was closed meanwhile. A process in uninterruptible
+sleep (state D) is offered no signal: it would act on none.
+"""
 
 from __future__ import annotations
+
+import time
+from collections.abc import Callable
 
 from rich.table import Table
 from rich.text import Text
@@ -9,11 +18,22 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
+from textual.timer import Timer
 from textual.widgets import Button, Checkbox, RadioButton, RadioSet, Static
 
 from gputop import units
-from gputop.engine.kill import GRACE_S, Killer, KillResult, ProcIdentity, Signal
-from gputop.engine.model import ProcessRow
+from gputop.engine.kill import (
+    FOLLOW_S,
+    GRACE_S,
+    Killer,
+    KillResult,
+    MemoryWatch,
+    ProcIdentity,
+    Release,
+    Signal,
+    unkillable_reason,
+)
+from gputop.engine.model import ProcessRow, Snapshot
 from gputop.ui.plain import plain
 
 # The signals the dialog offers, in its order: the key that chooses each, and what it does.
@@ -23,6 +43,7 @@ CHOICES = (
     (Signal.INT, "i", "like Ctrl-C"),
 )
 ORDER = tuple(signal for signal, _, _ in CHOICES)
+FOLLOW_EVERY_S = 0.25  # how often the aftermath looks at the newest snapshot
 
 
 def identity(row: ProcessRow) -> ProcIdentity:
@@ -56,6 +77,7 @@ class ConfirmKill(ModalScreen[list[KillResult]]):
 
     The focus starts on Send: Enter sends the chosen signal. t, k, i (or the arrows) choose the
     signal first; the Send button names it. One send per dialog, then KILL for those still running.
+    ``snapshot`` gives the newest reading (the app's), which the aftermath follows.
     """
 
     BINDINGS = [
@@ -81,9 +103,23 @@ class ConfirmKill(ModalScreen[list[KillResult]]):
         *,
         signal: Signal = Signal.TERM,
         grace_s: float = GRACE_S,
+        snapshot: Callable[[], Snapshot | None] = lambda: None,
+        follow_s: float = FOLLOW_S,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__()
         self.rows = rows
+        self.snapshot = snapshot
+        self.follow_s = follow_s
+        self.clock = clock
+        # Rows no signal is offered for, with the reason (shown at once, never sent).
+        self.refused = {r.pid: why for r in rows if (why := unkillable_reason(r)) is not None}
+        self.memory_watch: MemoryWatch | None = None
+        self.aftermath: tuple[Release, ...] | None = None
+        self._following: Timer | None = None
+        self._before: Snapshot | None = None
+        self._sent_at = 0.0
+        self._lines: list[str] = [f"✗ refused: {why}" for why in self.refused.values()]
         self.killer = killer
         self.signal = signal
         self.grace_s = grace_s
@@ -117,7 +153,7 @@ class ConfirmKill(ModalScreen[list[KillResult]]):
                 ),
                 id="kill-hint",
             )
-            yield Static("", id="kill-result")
+            yield Static(Text("\n".join(self._lines)), id="kill-result")
             with Horizontal(id="kill-buttons"):
                 yield Button(plain(f"Send {self.signal}"), variant="error", id="kill-send")
                 yield Button("Send KILL", variant="error", id="kill-escalate", classes="-hidden")
@@ -127,7 +163,13 @@ class ConfirmKill(ModalScreen[list[KillResult]]):
                 yield Button("Close", id="kill-close")
 
     def on_mount(self) -> None:
-        self.query_one("#kill-send", Button).focus()
+        send = self.query_one("#kill-send", Button)
+        if len(self.refused) == len(self.rows):  # nothing to signal: no signal is offered
+            send.add_class("-hidden")
+            self.query_one("#kill-signal", RadioSet).disabled = True
+            self.query_one("#kill-close", Button).focus()
+        else:
+            send.focus()
 
     @property
     def chosen_signal(self) -> Signal:
@@ -192,8 +234,13 @@ class ConfirmKill(ModalScreen[list[KillResult]]):
     ) -> None:
         if targets is None:
             running = {pid for r in self.results for pid in r.still_running}
-            targets = [identity(r) for r in self.rows if not only_running or r.pid in running]
+            targets = [
+                identity(r)
+                for r in self.rows
+                if r.pid not in self.refused and (not only_running or r.pid in running)
+            ]
         self.sent = True
+        self._before, self._sent_at = self.snapshot(), self.clock()
         self.query_one("#kill-signal", RadioSet).disabled = True
         for button in self.query(Button):
             button.disabled = True
@@ -220,7 +267,7 @@ class ConfirmKill(ModalScreen[list[KillResult]]):
 
     def _show(self, results: list[KillResult]) -> None:
         self.results.extend(results)
-        lines = []
+        lines = [f"✗ refused: {why}" for why in self.refused.values()]
         for r in results:
             lines.append(("✓ " if r.ok else "✗ refused: ") + r.message)
             self.app.notify(
@@ -229,7 +276,8 @@ class ConfirmKill(ModalScreen[list[KillResult]]):
                 severity="information" if r.ok else "error",
                 markup=False,  # the message names processes: "[" in a name is not markup
             )
-        self.query_one("#kill-result", Static).update(Text("\n".join(lines)))
+        self._lines = lines
+        self._follow_memory(results)
         running = any(r.still_running for r in results)
         escalate = self.query_one("#kill-escalate", Button)
         escalate.set_class(not running, "-hidden")
@@ -252,3 +300,45 @@ class ConfirmKill(ModalScreen[list[KillResult]]):
             else self.query_one("#kill-close", Button)
         )
         focus.focus()
+
+    # -- aftermath ------------------------------------------------------------------------
+    def _follow_memory(self, results: list[KillResult]) -> None:
+        """Follow the memory of the processes just signalled (a later send replaces the watch)."""
+        if self._following is not None:
+            self._following.stop()
+            self._following = None
+        watch = MemoryWatch(
+            self._before, results, sent_at_mono=self._sent_at, follow_s=self.follow_s
+        )
+        self.memory_watch, self.aftermath = watch, None
+        if watch.following:
+            self._lines.append(f"following their GPU memory for {self.follow_s:g} s…")
+            # The app's timer: it goes on when the dialog is closed, and the toast still comes.
+            self._following = self.app.set_interval(FOLLOW_EVERY_S, self._look)
+        self._draw()
+
+    def _look(self) -> None:
+        watch = self.memory_watch
+        verdict = watch.observe(self.snapshot(), self.clock()) if watch is not None else ()
+        if verdict is None:
+            return
+        if self._following is not None:
+            self._following.stop()
+            self._following = None
+        self.aftermath = verdict
+        if self._lines and self._lines[-1].startswith("following their GPU memory"):
+            self._lines.pop()
+        for release in verdict:
+            self._lines.append(release.line)
+            self.app.notify(
+                release.line,
+                title="GPU memory",
+                severity="information" if release.released else "warning",
+                timeout=8 if release.released else 30,  # what to do next takes reading
+                markup=False,  # it names processes: "[" in a name is not markup
+            )
+        self._draw()
+
+    def _draw(self) -> None:
+        if self.is_attached:  # closed meanwhile: the toast alone tells
+            self.query_one("#kill-result", Static).update(Text("\n".join(self._lines)))

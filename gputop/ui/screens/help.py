@@ -30,6 +30,7 @@ STATES_HELP = (
     ("defunct", "zombie: its parent does not reap it (signal the parent)"),
     ("orphan", "its parent is gone while it still holds the GPU"),
     ("stopped", "stopped (Ctrl-Z / SIGSTOP): holds memory and does nothing"),
+    ("unkillable", "state D in a kernel call: no signal acts on it; wait, reset the GPU or reboot"),
     ("lost-gpu", "holds a GPU the driver lost (reset or reboot): whether it works is unknown"),
     ("unknown", "holds a GPU whose processes could not be read (not responding): not stuck"),
     ("other-ns", "a PID from another PID namespace (a container): not visible here"),

@@ -331,7 +331,12 @@ class MainScreen(Screen[None]):
         if not rows:
             self.app.notify("no process selected", severity="warning")
             return
-        dialog = ConfirmKill(rows, self.killer, signal=signal or Signal.TERM)
+        dialog = ConfirmKill(
+            rows,
+            self.killer,
+            signal=signal or Signal.TERM,
+            snapshot=lambda: self.snapshot,  # the aftermath follows the memory on these
+        )
         self.app.push_screen(dialog, self._after_kill)
 
     def _after_kill(self, results: list[KillResult] | None) -> None:

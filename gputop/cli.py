@@ -257,7 +257,11 @@ HELP_EXTRAS: dict[str, HelpExtras] = {
             (EXIT_OK, "--once/--json: all is well (the overview: it quit)"),
             (EXIT_FAILURE, "Prometheus could not be asked (refused, timed out, TLS, 401/403...)"),
             (EXIT_USAGE, "bad input (a bad URL, an unreadable --token-file, --demo)"),
-            (EXIT_FLEET_STUCK, "stuck processes, unattributed GPU memory or Xid errors on a host"),
+            (
+                EXIT_FLEET_STUCK,
+                "stuck processes, unattributed GPU memory, Xid errors or a GPU that needs a "
+                "reset, a reboot or replacing on a host",
+            ),
             (
                 EXIT_FLEET_BLIND,
                 "some host down or stale, a GPU lost or not responding, a driver gputop cannot "

@@ -27,7 +27,7 @@ EXIT_FAILURE = (
 EXIT_STUCK = 1  # doctor: a process holds a GPU without working, or memory nobody accounts for
 EXIT_USAGE = 2  # bad input, or a driver that cannot be used (gputop.errors.GputopError)
 EXIT_TIMEOUT = 3  # a GPU did not answer within --timeout, or the driver process crashed
-EXIT_FLEET_STUCK = 4  # fleet: stuck processes, unattributed GPU memory or Xid errors on some host
+EXIT_FLEET_STUCK = 4  # fleet: stuck processes, unattributed memory, Xid errors or a sick GPU
 EXIT_FLEET_BLIND = 5  # fleet: a host down or stale, a GPU lost or not responding, a driver gputop
 # cannot read, or a host up without GPU series
 EXIT_FLEET_STUCK_AND_BLIND = 6  # fleet: both

@@ -266,9 +266,10 @@ def _health_tag(gpu: GpuSample, room: int) -> _Line:
 
 
 def _tag_room(gpu: GpuSample, options: OnceOptions, g: Glyphs, fixed_w: int) -> int:
-    """The cells a health tag may take on the GPU's line with a name of 4 cells at least."""
+    """The cells a health tag may take on the GPU's line beside ``fixed_w`` cells (label and
+    name) and its readings."""
     metrics = _length(_metrics(gpu, options, g)) if gpu.state is GpuState.OK else 0
-    return (options.width or 80) - fixed_w - 4 - metrics
+    return (options.width or 80) - fixed_w - metrics
 
 
 def _gpu_head(
@@ -395,8 +396,10 @@ def render_once(snapshot: Snapshot, options: OnceOptions) -> str:
     label_w = max((cell_len(label) for label in labels), default=0)
     tokens = [_tokens(gpu, snapshot, options) for gpu in gpus]
     fixed_w = label_w + len(" ") + len(" | ")
-    tags = [_health_tag(gpu, _tag_room(gpu, options, g, fixed_w)) for gpu in gpus]
-    name_w = _name_width(gpus, tokens, tags, fixed_w, options, g)
+    # Names are sized beside the verdict alone ([degraded]); its evidence comes only where the
+    # line then has room for it, so a long tag never cuts every GPU's name short.
+    name_w = _name_width(gpus, tokens, [_health_tag(gpu, 0) for gpu in gpus], fixed_w, options, g)
+    tags = [_health_tag(gpu, _tag_room(gpu, options, g, fixed_w + name_w)) for gpu in gpus]
     lines = [_clip(_header(snapshot), width, g.ellipsis)]
     for gpu, label, gpu_tokens, tag in zip(gpus, labels, tokens, tags, strict=True):
         name = _fit_name(units.text(gpu.name), name_w, g.ellipsis)

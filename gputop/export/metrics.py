@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from gputop import dcgm
+from gputop.engine.gpu_health import Verdict, assess_all
 from gputop.engine.model import (
     GpuCounters,
     GpuSample,
@@ -576,6 +577,41 @@ def lost_family(snapshot: Snapshot) -> Family:
     )
 
 
+def health_families(snapshot: Snapshot) -> list[Family]:
+    """The GPU health verdict (gputop.engine.gpu_health): one series per GPU and verdict, 1 for
+    the GPU's own (alert on ``gputop_gpu_health{verdict="reset needed"} == 1``), and one series
+    per reason with the evidence behind it."""
+    verdicts = []
+    reasons = []
+    for health, gpu in zip(assess_all(snapshot), snapshot.gpus, strict=True):
+        labels = (str(gpu.index), gpu.uuid or "")
+        verdicts += [
+            Sample(labels=(*labels, v.value), value=float(v is health.verdict)) for v in Verdict
+        ]
+        reasons += [
+            Sample(labels=(*labels, r.verdict.value, r.evidence, r.source), value=1.0)
+            for r in health.reasons
+        ]
+    return [
+        Family(
+            name="gputop_gpu_health",
+            kind=Kind.GAUGE,
+            help="1 for the GPU's health verdict from what the driver says (ok, degraded, reset "
+            "needed, reboot needed, replace; unknown: none of it could be read), 0 for the others.",
+            label_names=("gpu", "UUID", "verdict"),
+            samples=tuple(verdicts),
+        ),
+        Family(
+            name="gputop_gpu_health_reason",
+            kind=Kind.GAUGE,
+            help="One series per piece of evidence behind a GPU's health verdict: the verdict it "
+            "gives, the evidence and what was read (an NVML call, field or event).",
+            label_names=("gpu", "UUID", "verdict", "evidence", "source"),
+            samples=tuple(reasons),
+        ),
+    ]
+
+
 def responding_family(snapshot: Snapshot) -> Family:
     """1 for a GPU the driver answered for with readings, 0 for one it did not (any reason)."""
     live = {g.index for g in answered(snapshot)}
@@ -676,6 +712,7 @@ def snapshot_families(
             unattributed_family(snapshot),
             lost_family(snapshot),
             responding_family(snapshot),
+            *health_families(snapshot),
             _single(
                 "gputop_sample_duration_seconds",
                 Kind.GAUGE,

@@ -41,6 +41,8 @@ def spellings(legacy: str) -> tuple[tuple[str, float], ...]:
 LOOKBACK = "1h"  # how far back a down target's host name is looked for
 HOST_LABELS = ("hostname", "Hostname")
 STUCK_STATES = ("holder", "defunct", "orphan", "stopped", "unkillable")  # = the exporter's
+# gputop_gpu_health verdicts asking for more than a kill (= engine.gpu_health.ACTION_NEEDED)
+ACTION_VERDICTS = ("reset needed", "reboot needed", "replace")
 NO_GPU_SERIES = "no GPU series the fleet can read (neither DCGM's legacy names nor its 4.7 names)"
 # A host whose newest readings are older than this is stale: twice Prometheus's default scrape
 # interval (1 min), so a missed scrape or two is not an alarm, a hung exporter is.
@@ -149,6 +151,8 @@ QUERIES: dict[str, str] = {
     "xid_count": 'max by (job, instance, gpu, UUID) ({__name__=~"gputop_xid_errors(_total)?"}) > 0',
     # the newest Xid's code, per GPU (0: none); its MIG instances copy it
     "xid": " or ".join(f"max by ({GPU_LABELS}) ({name} > 0)" for name, _ in spellings(XID)),
+    # gputop's health verdict, where it asks for more than a kill (gputop.engine.gpu_health)
+    "sick": f'gputop_gpu_health{{verdict=~"{"|".join(ACTION_VERDICTS)}"}} == 1',
 }
 
 
@@ -222,6 +226,9 @@ class FleetHost:
     not_responding: tuple[str, ...] = ()
     driver_up: bool | None = None
     xid: tuple[Xid, ...] = ()
+    # GPUs whose health verdict (gputop export) asks for a reset, a reboot or replacing:
+    # (gpu index, verdict), by GPU.
+    needs_action: tuple[tuple[str, str], ...] = ()
 
     @property
     def down(self) -> bool:
@@ -239,8 +246,14 @@ class FleetHost:
 
     @property
     def troubled(self) -> bool:
-        """Stuck processes, unattributed GPU memory or Xid errors reported."""
-        return bool(self.stuck_total) or bool(self.unattributed_bytes) or bool(self.xid)
+        """Stuck processes, unattributed GPU memory, Xid errors or a GPU that needs a reset, a
+        reboot or replacing reported."""
+        return (
+            bool(self.stuck_total)
+            or bool(self.unattributed_bytes)
+            or bool(self.xid)
+            or bool(self.needs_action)
+        )
 
     @property
     def no_gpu_series(self) -> bool:
@@ -342,6 +355,7 @@ class Fleet:
                 lambda h: h.stuck_total or h.unattributed_bytes,
             ),
             ("Xid errors on", lambda h: h.xid),
+            ("GPUs needing a reset, a reboot or replacing on", lambda h: h.needs_action),
             ("down:", lambda h: h.down),
             (f"{stale}:", lambda h: h.stale),
             ("GPUs lost on", lambda h: h.lost),
@@ -541,6 +555,7 @@ class _Host:
     silent: set[str] = field(default_factory=set)
     driver_up: bool | None = None
     xid: dict[str, dict[str, object]] = field(default_factory=dict)  # gpu or UUID -> Xid's
+    sick: dict[str, str] = field(default_factory=dict)  # gpu -> verdict asking for action
 
 
 class _Builder:
@@ -702,6 +717,10 @@ class _Builder:
             host = self.host_of(s.labels)
             if host is not None:  # any target that cannot read its driver makes it False
                 host.driver_up = (host.driver_up is not False) and s.value == 1
+        for s in self._series("sick"):
+            host = self.host_of(s.labels)
+            if host is not None and s.labels.get("gpu"):
+                host.sick[s.labels["gpu"]] = s.labels.get("verdict", "")
         for key, attribute in (("xid", "last"), ("xid_count", "count")):
             for s in self._series(key):
                 host = self.host_of(s.labels)
@@ -749,6 +768,9 @@ class _Builder:
                             key=lambda x: (_index(x.gpu), x.uuid),
                         )
                     )
+                    if up
+                    else (),
+                    needs_action=tuple(sorted(h.sick.items(), key=lambda g: _index(g[0])))
                     if up
                     else (),
                 )

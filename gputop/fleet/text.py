@@ -38,6 +38,7 @@ def health_words(host: FleetHost) -> list[str]:
         words.append("driver unreadable (gputop_driver_up 0)")
     words += [f"GPU {gpu} lost (fell off the bus)" for gpu in host.lost]
     words += [f"GPU {gpu} not responding" for gpu in host.not_responding]
+    words += [f"GPU {gpu}: {verdict}" for gpu, verdict in host.needs_action]
     for x in host.xid:
         text = f"Xid {x.last}" if x.last is not None else "Xid errors"
         text += f" on GPU {x.gpu or x.uuid}"
@@ -60,6 +61,8 @@ def health_cell(host: FleetHost) -> str:
         words.append(f"{len(host.lost)} lost")
     if host.not_responding:
         words.append(f"{len(host.not_responding)} unresp")
+    if host.needs_action:
+        words.append(f"{len(host.needs_action)} need action")
     codes = sorted({x.last for x in host.xid if x.last is not None})
     if codes:
         words.append("Xid " + "/".join(map(str, codes)))
@@ -212,6 +215,7 @@ def _host_json(host: FleetHost) -> dict[str, Any]:
         "not_responding_gpus": list(host.not_responding),
         "driver_up": host.driver_up,
         "xid": [{"gpu": x.gpu, "uuid": x.uuid, "last": x.last, "count": x.count} for x in host.xid],
+        "gpus_needing_action": [{"gpu": g, "verdict": v} for g, v in host.needs_action],
         "no_gpu_series": host.no_gpu_series,
         "gpus": [
             {

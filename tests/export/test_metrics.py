@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -17,6 +18,7 @@ from gputop.engine.model import (
 )
 from gputop.export.metrics import DCGM_FIELDS, Family, snapshot_families
 from gputop.export.prom import SnapshotCollector, generate_text, make_registry
+from tests.conftest import FixedTimeSource, snapshot_of
 from tests.export.conftest import samples
 from tests.fakes import GiB, lost_gpu, make_gpu, make_snapshot
 
@@ -232,3 +234,29 @@ def test_a_gpu_shared_beyond_one_pod_has_no_pod_labels() -> None:
     for boxes in ((a, b), (a, bare), (a, None)):
         text = render(_pod_snapshot(*boxes))
         assert all("pod" not in lab for lab, _ in samples(text, "DCGM_FI_DEV_GPU_UTIL")), boxes
+
+
+def test_every_gpu_has_one_health_verdict_and_its_evidence(
+    box: Callable[..., FixedTimeSource],
+) -> None:
+    """gputop_gpu_health: one series per GPU and verdict, 1 for its own; the reasons as series."""
+    text = render(snapshot_of(box, "sick"))
+    health = samples(text, "gputop_gpu_health")
+    own = {labels["gpu"]: labels["verdict"] for labels, value in health if value == 1.0}
+    assert own == {
+        "0": "ok",
+        "1": "degraded",
+        "2": "reset needed",
+        "3": "reboot needed",
+        "4": "replace",
+        "5": "unknown",
+        "6": "ok",
+    }
+    assert len(health) == 7 * 6  # every verdict of every GPU: the series set never changes
+    reasons = samples(text, "gputop_gpu_health_reason")
+    assert {(r["gpu"], r["evidence"]) for r, _ in reasons} >= {
+        ("2", "recovery: GPU reset"),
+        ("3", "recovery: node reboot"),
+        ("4", "unrepairable memory"),
+    }
+    assert all(r["source"] for r, _ in reasons)

@@ -201,3 +201,9 @@ def test_lost_gpu_xid_and_no_gpu_series_in_once_json_and_the_exit_code(health: H
     assert sick["xid"] == [{"gpu": "0", "uuid": sick["xid"][0]["uuid"], "last": 79, "count": 1}]
     assert hosts[health.targets["neither"]]["no_gpu_series"] is True
     assert hosts["mig-box"]["lost_gpus"] == [] and hosts["mig-box"]["xid"] == []
+    # gputop's health verdict: Xid 79 asks for a reboot (gputop.engine.gpu_health)
+    assert {"gpu": "0", "verdict": "reboot needed"} in sick["gpus_needing_action"]
+    assert hosts["mig-box"]["gpus_needing_action"] == []
+    assert "need action" in rows["sick-box"]
+    assert "sick-box: " in report and "GPU 0: reboot needed" in report
+    assert "GPUs needing a reset, a reboot or replacing on sick-box" in done.stderr

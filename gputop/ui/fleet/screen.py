@@ -45,7 +45,9 @@ SORT_KEYS: dict[str, Callable[[FleetHost], str | float | None]] = {
     "HEALTH": lambda h: (
         None
         if h.down
-        else float(2 * len(h.lost) + 2 * len(h.not_responding) + len(h.xid))
+        else float(
+            2 * len(h.lost) + 2 * len(h.not_responding) + 2 * len(h.needs_action) + len(h.xid)
+        )
         + 10.0 * (h.driver_up is False or h.no_gpu_series)
     ),
     "UTIL": lambda h: _number(h.util_percent),

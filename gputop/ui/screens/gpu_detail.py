@@ -12,6 +12,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from gputop import units
+from gputop.engine.gpu_health import assess
 from gputop.engine.history import History
 from gputop.engine.model import GpuSample, Snapshot
 from gputop.ui.widgets.gpu_panel import title
@@ -54,8 +55,14 @@ WIDE_MIN_COLUMNS = 160  # room for 2 chart columns beside the 76-column field li
 
 
 def field_lines(sample: GpuSample) -> Text:
-    """Every field of the sample as 'name  value' lines (N/A for None)."""
+    """The GPU's health verdict with its evidence, then every field of the sample as
+    'name  value' lines (N/A for None)."""
     out = Text(no_wrap=True, overflow="ellipsis")
+    health = assess(sample)
+    out.append(f"{'health':<32}", "bold")
+    out.append(f"{health.verdict.value}\n")
+    for reason in health.reasons:  # what was read, what it means, what to do
+        out.append(f"  {reason.evidence}: {reason.meaning}; {reason.advice}\n")
     for f in fields(sample):
         if f.name in ("processes", "extra", "unavailable"):  # the last two: query-only readings
             continue

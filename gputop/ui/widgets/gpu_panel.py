@@ -31,6 +31,7 @@ from textual.widget import Widget
 
 from gputop import units
 from gputop.cells import ljust, truncate
+from gputop.engine.gpu_health import Verdict, assess
 from gputop.engine.history import History
 from gputop.engine.model import GpuSample, GpuState, MigDevice
 from gputop.ui import text
@@ -75,6 +76,10 @@ def title(sample: GpuSample) -> str:
     out = f"{out} · MIG" if sample.mig_mode else out
     if sample.state is GpuState.OK and sample.stale_s is not None:
         out += f" · STALE {max(0.0, sample.stale_s):.0f} s"  # read before the driver crashed
+    health = assess(sample)
+    if health.verdict not in (Verdict.OK, Verdict.UNKNOWN):  # "unknown" is no news on a panel
+        verdict = health.verdict.value
+        out += f" · {verdict.upper()}{health.tag[len(verdict) :]}"  # RESET NEEDED: Xid 79
     return out
 
 

@@ -563,6 +563,7 @@ def render_scenario_keys() -> str:
     from gputop.sim.actors import ActorSpec
     from gputop.sim.mig import CI_KEYS, GI_KEYS, ScenarioKey
     from gputop.sim.scenario import (
+        ACTOR_ROLES,
         DEFAULT_READINGS,
         DEFAULT_TEXTS,
         DERIVED_READINGS,
@@ -658,7 +659,9 @@ def render_scenario_keys() -> str:
     lines += table(header, _dataclass_rows(Wave, wave, wave_keys, {"base": "required"}))
     lines += ["## [[actor]]", "", "A real process that `--demo` starts for the scenario.", ""]
     actor = _actor_from_dict({"name": "x"})
-    lines += table(header, _dataclass_rows(ActorSpec, actor, None, {"name": "required"}))
+    roles = "one of: " + ", ".join(ACTOR_ROLES)
+    actor_notes = {"name": "required", "role": roles}
+    lines += table(header, _dataclass_rows(ActorSpec, actor, None, actor_notes))
     lines += ["## [[fault]]", "", "A driver call that hangs or crashes the driver's process.", ""]
     fault = _fault_from_dict({"call": "x"}, 0)
     lines += table(

@@ -60,6 +60,30 @@ if role == "zombie-parent":
     os.waitid(os.P_PID, child, os.WEXITED | os.WNOWAIT)  # it has exited: a zombie, not reaped
     print("ready", child, flush=True)
     linger()
+elif role == "unkillable":
+    # posix_spawn's vfork wait keeps this process in state D until its child execs, and the
+    # child first opens a FIFO nobody writes to. A watchdog (this process cannot poll while in D)
+    # opens it for writing once gputop is gone or the FIFO removed: the child then runs `true`.
+    fifo = os.path.join(os.getcwd(), "unkillable.fifo")
+    os.mkfifo(fifo, 0o600)
+    if os.fork() == 0:
+        for f in files:
+            f.close()
+        sys.stdout.close()
+        while owner_alive() and os.path.exists(fifo):
+            time.sleep(0.5)
+        try:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
+        os._exit(0)
+    print("ready", os.getpid(), flush=True)
+    true = "/bin/true" if os.path.exists("/bin/true") else "/usr/bin/true"
+    # the child holds no device file: only its parent is the stuck holder
+    actions = [(os.POSIX_SPAWN_CLOSE, f.fileno()) for f in files]
+    actions.append((os.POSIX_SPAWN_OPEN, 99, fifo, os.O_RDONLY, 0))
+    os.posix_spawn(true, ["true"], {}, file_actions=actions)
+    linger()
 elif role == "orphan":
     r, w = os.pipe()
     child = os.fork()
@@ -87,7 +111,9 @@ class ActorSpec:
     script: str = "train.py"
     args: tuple[str, ...] = ()
     role: str = (
-        "worker"  # worker | zombie-parent (its zombie child is the actor) | orphan | stopped
+        # worker | zombie-parent (its zombie child is the actor) | orphan | stopped |
+        # unkillable (in state D: a vfork wait that does not end while gputop runs)
+        "worker"
     )
     holds: tuple[str, ...] = ()  # device file names, e.g. ("nvidia0", "nvidiactl")
 
@@ -107,6 +133,10 @@ class Cast:
 
     def stop(self) -> None:
         """Kill every actor (and the zombie's parent, which reaps it) and remove the directory."""
+        # An unkillable actor's blocked child: its FIFO opened for writing, it runs `true` and
+        # its parent leaves state D (a vfork wait is killable, but the child would stay).
+        with contextlib.suppress(OSError):
+            os.close(os.open(self.root / "unkillable.fifo", os.O_WRONLY | os.O_NONBLOCK))
         # list(): another thread may still be starting actors (see stop_all).
         for pid in list(self.pids.values()):
             with contextlib.suppress(OSError):

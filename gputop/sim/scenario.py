@@ -565,12 +565,15 @@ def _fault_from_dict(spec: dict[str, Any], gpu_count: int) -> CallFault:
     )
 
 
+ACTOR_ROLES = ("worker", "zombie-parent", "orphan", "stopped", "unkillable")
+
+
 def _actor_from_dict(spec: dict[str, Any]) -> ActorSpec:
     unknown = set(spec) - set(ActorSpec.__dataclass_fields__)
     if unknown or "name" not in spec:
         raise UsageError(f"scenario: actor: needs a name; unknown keys {sorted(unknown)}")
-    if spec.get("role", "worker") not in ("worker", "zombie-parent", "orphan", "stopped"):
-        raise UsageError("scenario: actor: role must be worker, zombie-parent, orphan or stopped")
+    if spec.get("role", "worker") not in ACTOR_ROLES:
+        raise UsageError(f"scenario: actor: role must be one of {', '.join(ACTOR_ROLES)}")
     return ActorSpec(
         name=str(spec["name"]),
         script=str(spec.get("script", "train.py")),

@@ -125,3 +125,27 @@ def test_a_dead_actor_frees_its_context_and_memory(demo: tuple[sim.SimLibrary, C
     used_before = before.gpus[3].memory_used_bytes or 0
     used_after = after.gpus[3].memory_used_bytes or 0
     assert used_before - used_after == 23552 * 1024 * 1024
+
+
+def test_the_sick_demo_plays_an_unkillable_holder_and_frees_it_on_stop() -> None:
+    """The `unkillable` role: in state D (posix_spawn's vfork wait on a FIFO), holding GPU 2's
+    device file; its blocked child holds none; stop() releases the child, so nothing is left."""
+    lib = sim.install("sick", sim.ManualClock(1.0), actors=True)
+    assert lib.cast is not None
+    cast = lib.cast
+    try:
+        hung = psutil.Process(cast.pids["hung"])
+        deadline = time.monotonic() + 10
+        while hung.status() != psutil.STATUS_DISK_SLEEP:  # the spawn comes after "ready"
+            assert time.monotonic() < deadline, hung.status()
+            time.sleep(0.05)
+        assert "nvidia2" in {os.path.basename(f.path) for f in hung.open_files()}
+        children = hung.children()  # its watchdog and the blocked spawn
+        assert len(children) == 2
+        assert not [f for c in children for f in c.open_files() if "nvidia" in f.path]
+    finally:
+        cast.stop()
+        sim.uninstall()
+    # released: the spawn ran `true` and the watchdog saw its FIFO gone; both exit
+    _, alive = psutil.wait_procs(children, timeout=5)
+    assert all(c.status() == psutil.STATUS_ZOMBIE for c in alive), alive

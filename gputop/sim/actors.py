@@ -73,7 +73,7 @@ elif role == "unkillable":
         while owner_alive() and os.path.exists(fifo):
             time.sleep(0.5)
         try:
-            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW))
         except OSError:
             pass
         os._exit(0)
@@ -136,7 +136,9 @@ class Cast:
         # An unkillable actor's blocked child: its FIFO opened for writing, it runs `true` and
         # its parent leaves state D (a vfork wait is killable, but the child would stay).
         with contextlib.suppress(OSError):
-            os.close(os.open(self.root / "unkillable.fifo", os.O_WRONLY | os.O_NONBLOCK))
+            os.close(
+                os.open(self.root / "unkillable.fifo", os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+            )
         # list(): another thread may still be starting actors (see stop_all).
         for pid in list(self.pids.values()):
             with contextlib.suppress(OSError):

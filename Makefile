@@ -36,8 +36,9 @@ lint: install ## ruff format --check and ruff check
 typecheck: install ## mypy (strict) on gputop/
 	$(BIN)/mypy gputop
 
-test-tools: ## best effort: Debian's prometheus for the exporter's integration test (root + apt only)
+test-tools: ## best effort: Debian's prometheus and chromium for the integration tests (root + apt only)
 	@sh scripts/install-prometheus.sh
+	@sh scripts/install-chromium.sh
 
 pytest: install test-tools ## the test suite only
 	$(BIN)/pytest
@@ -69,6 +70,7 @@ snapshot-update: install ## re-record the SVG snapshots of the UI
 
 screenshots: install ## regenerate screenshots/ from fixed frames (the same files every run)
 	$(BIN)/python -m tests.ui.scenes screenshots
+	$(BIN)/python -m tests.web.screenshot screenshots/web.png
 
 bench: install ## measure snapshot, sampler, holder-scan and UI costs
 	$(BIN)/python -m bench

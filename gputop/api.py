@@ -7,7 +7,9 @@ interpreter or Jupyter kernel, and the next call reads again once gputop has res
 ``use_driver(in_process=True)`` calls the driver from this process instead (no process to spawn;
 a crash in the driver then ends this interpreter); GPUTOP_IN_PROCESS=1 does the same for every
 gputop in the environment. ``use_demo()`` (or the ``GPUTOP_DEMO`` environment variable) switches
-to the simulated driver.
+to the simulated driver, from the next read on, whenever it is called (or set); each such switch
+bumps :func:`generation`. No driver at all is :class:`gputop.DriverMissing`, its line worded
+for Python code (``call gputop.use_demo() ...``).
 
 Every read has a time limit: ``timeout_s`` (default :data:`DEFAULT_TIMEOUT_S`, which includes
 starting the driver process on the first call). The API hands out whole readings only: when a
@@ -27,7 +29,8 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import IO, Any
 
 from gputop import units
@@ -35,7 +38,7 @@ from gputop.engine.deadline import DEFAULT_TIMEOUT_S, Readings, gpu_indices, pid
 from gputop.engine.model import GpuState, PidMemory, Snapshot
 from gputop.engine.sanitize import clean
 from gputop.engine.source import Source
-from gputop.errors import DriverCrashed, DriverTimeout
+from gputop.errors import DriverCrashed, DriverMissing, DriverTimeout
 
 _lock = threading.RLock()  # guards the shared source and the readers below
 _shared: Source | None = None
@@ -45,18 +48,63 @@ _in_process = False
 # read anew on yet another thread (deadline.Readings). The shared source's, and the last
 # caller's own source's.
 _readers: dict[int, Readings] = {}
+_generation = 0  # bumped by use_demo()/use_driver(): a cached probe result is stale when it moves
+DEMO_ENV = "GPUTOP_DEMO"  # as gputop.sources.DEMO_ENV (not imported: it stays unloaded till used)
+# GPUTOP_DEMO as the shared source was opened with: set (or changed) later, it takes effect at
+# the next read as use_demo() would, whatever was read before.
+_env_demo = os.environ.get(DEMO_ENV)
+# What the driver layer says of a missing driver is command-line advice; Python code gets this.
+_CLI_ADVICE = ". Try: gputop --demo"
+PYTHON_ADVICE = "call gputop.use_demo() to try gputop on simulated GPUs"
+
+
+def generation() -> int:
+    """A counter that every :func:`use_demo` and :func:`use_driver` call bumps (and a change of
+    the GPUTOP_DEMO environment variable).
+
+    A caller that cached something read through the shared connection (the notebook's "no GPU
+    here") reads again when it changes.
+    """
+    _notice_env()
+    return _generation
+
+
+def _notice_env() -> None:
+    """GPUTOP_DEMO changed since the shared source was opened: open it anew at the next read."""
+    global _env_demo, _generation
+    value = os.environ.get(DEMO_ENV)
+    if value == _env_demo:
+        return
+    with _lock:
+        if value != _env_demo:
+            _close_shared()
+            _env_demo = value
+            _generation += 1
+
+
+@contextmanager
+def _for_python() -> Iterator[None]:
+    """Reword a missing driver's command-line advice (``Try: gputop --demo``) for Python code."""
+    try:
+        yield
+    except DriverMissing as exc:
+        text = str(exc).removesuffix(_CLI_ADVICE).removesuffix(".")
+        raise DriverMissing(f"{text}: {PYTHON_ADVICE}") from None
 
 
 def use_demo(name: str | None = "demo") -> None:
     """Read from the simulated driver with this shipped scenario (demo, dgx, faults, flaky,
     mig, sick) or file.
 
-    ``use_demo(None)`` goes back to the real driver. Takes effect on the next call.
+    ``use_demo(None)`` goes back to the real driver (or GPUTOP_DEMO's scenario, when set).
+    Takes effect on the next read, whatever was read before.
     """
-    global _demo
+    global _demo, _generation, _env_demo
     with _lock:
         _close_shared()
         _demo = name
+        _env_demo = os.environ.get(DEMO_ENV)
+        _generation += 1
 
 
 def use_driver(*, in_process: bool = False) -> None:
@@ -66,10 +114,12 @@ def use_driver(*, in_process: bool = False) -> None:
     :class:`gputop.DriverCrashed` here. ``in_process=True``: in this process (no process to
     start, slightly cheaper reads), but a crash in libnvidia-ml ends this interpreter.
     """
-    global _in_process
+    global _in_process, _generation, _env_demo
     with _lock:
         _close_shared()
         _in_process = in_process
+        _env_demo = os.environ.get(DEMO_ENV)
+        _generation += 1
 
 
 def _close_shared() -> None:
@@ -85,6 +135,7 @@ def _source(source: Source | None) -> Source:
     global _shared
     if source is not None:
         return source
+    _notice_env()
     with _lock:
         if _shared is None:
             from gputop.sources import open_source  # the simulator or pynvml: on first use only
@@ -116,17 +167,18 @@ def read_snapshot(source: Source | None, timeout_s: float | None = DEFAULT_TIMEO
     ``timeout_s=None``: no time limit, read on the calling thread (a daemon thread of the
     caller's, such as track()'s sampler, which a hung driver may hold).
     """
-    src = _source(source)
-    if timeout_s is None:
-        with _lock:
-            return whole(src.snapshot())
-    deadline = time.monotonic() + timeout_s
-    if not _lock.acquire(timeout=timeout_s):  # another thread is waiting on a stuck driver
-        raise _busy(timeout_s)
-    try:
-        snap = _reader(src).read(max(0.0, deadline - time.monotonic()))
-    finally:
-        _lock.release()
+    with _for_python():
+        src = _source(source)
+        if timeout_s is None:
+            with _lock:
+                return whole(src.snapshot())
+        deadline = time.monotonic() + timeout_s
+        if not _lock.acquire(timeout=timeout_s):  # another thread is waiting on a stuck driver
+            raise _busy(timeout_s)
+        try:
+            snap = _reader(src).read(max(0.0, deadline - time.monotonic()))
+        finally:
+            _lock.release()
     return whole(snap)
 
 
@@ -157,17 +209,18 @@ def read_pids(
     """The GPU memory of ``pids`` per GPU within ``timeout_s``: the light read (the driver's
     process lists only). DriverTimeout when late, DriverCrashed if the driver process died,
     DriverError if the driver failed. ``timeout_s=None``: as for :func:`read_snapshot`."""
-    src = _source(source)
-    if timeout_s is None:
-        with _lock:
-            return src.pid_memory(pids)
-    deadline = time.monotonic() + timeout_s
-    if not _lock.acquire(timeout=timeout_s):
-        raise _busy(timeout_s)
-    try:
-        return pid_memory_within(src, pids, max(0.0, deadline - time.monotonic()))
-    finally:
-        _lock.release()
+    with _for_python():
+        src = _source(source)
+        if timeout_s is None:
+            with _lock:
+                return src.pid_memory(pids)
+        deadline = time.monotonic() + timeout_s
+        if not _lock.acquire(timeout=timeout_s):
+            raise _busy(timeout_s)
+        try:
+            return pid_memory_within(src, pids, max(0.0, deadline - time.monotonic()))
+        finally:
+            _lock.release()
 
 
 def snapshot(*, source: Source | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> Snapshot:
@@ -178,7 +231,8 @@ def snapshot(*, source: Source | None = None, timeout_s: float = DEFAULT_TIMEOUT
     from gputop.engine.holders import scan_holders
     from gputop.engine.verdicts import confirm_blocked
 
-    src = _source(source)
+    with _for_python():
+        src = _source(source)
     read = read_snapshot(src, timeout_s)
     holders = scan_holders(src.dev_dir)
     # A process in state D is called unkillable only if it is still there a moment later.

@@ -52,6 +52,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "dmon": ("gputop.commands.dmon", "nvidia-smi dmon compatible device monitor"),
     "export": ("gputop.commands.export", "Prometheus exporter (dcgm-exporter compatible names)"),
     "fleet": ("gputop.commands.fleet", "every host and GPU a Prometheus server knows"),
+    "web": ("gputop.commands.web", "the dashboard in a browser (needs textual-serve)"),
 }
 
 
@@ -252,11 +253,19 @@ HELP_EXTRAS: dict[str, HelpExtras] = {
                 "gputop fleet --json --timeout 30",
                 "the fleet as JSON, for scripts (the server from $GPUTOP_PROMETHEUS)",
             ),
+            (
+                "gputop fleet --web --prometheus http://prometheus:9090",
+                "the overview in a browser, served as gputop web serves the dashboard",
+            ),
         ),
         exit_codes=(
             (EXIT_OK, "--once/--json: all is well (the overview: it quit)"),
             (EXIT_FAILURE, "Prometheus could not be asked (refused, timed out, TLS, 401/403...)"),
-            (EXIT_USAGE, "bad input (a bad URL, an unreadable --token-file, --demo)"),
+            (
+                EXIT_USAGE,
+                "bad input (a bad URL, an unreadable --token-file, --demo); --web: the port is "
+                "taken, an address other hosts reach without --allow-remote, no textual-serve",
+            ),
             (
                 EXIT_FLEET_STUCK,
                 "stuck processes, unattributed GPU memory, Xid errors or a GPU that needs a "
@@ -269,6 +278,42 @@ HELP_EXTRAS: dict[str, HelpExtras] = {
             ),
             (EXIT_FLEET_STUCK_AND_BLIND, "both"),
             *_SIGNALS,
+        ),
+    ),
+    "web": HelpExtras(
+        about=(
+            "Needs textual-serve (the 'web' extra): pip install textual-serve, or pipx inject "
+            "gputop-nv textual-serve.",
+            "Serves the dashboard (the same keys, screens and theme) to a browser: each "
+            "browser tab runs a dashboard of its own. Listens on 127.0.0.1 only unless "
+            "--allow-remote; every request needs the token in the printed URL (then a "
+            "cookie); read-only unless --allow-kill, and even then signals are sent as the "
+            "user running gputop. From another machine: ssh -L 8080:127.0.0.1:8080 BOX, then "
+            "open the printed URL there.",
+        ),
+        examples=(
+            ("gputop web", "serve http://127.0.0.1:8080/?token=..., read-only"),
+            ("gputop web --demo --listen 8081", "the simulated demo box, on port 8081"),
+            (
+                "gputop web --token-file ~/.config/gputop/web-token",
+                "the same token every start (the file is created, 0600, with a new one)",
+            ),
+            ("gputop web --allow-kill --audit-log kills.log", "the browser may send signals"),
+            (
+                "gputop web --listen 0.0.0.0:8080 --allow-remote",
+                "reachable from other hosts (no TLS: prefer an SSH port forward)",
+            ),
+        ),
+        exit_codes=(
+            (EXIT_OK, "stopped by SIGTERM (systemctl stop)"),
+            (
+                EXIT_USAGE,
+                "bad input (an option; a --token-file that is not a private file of yours "
+                "holding a token); textual-serve missing; the port is taken; an address other "
+                "hosts reach without --allow-remote",
+            ),
+            (_HUP, "ended by SIGHUP"),
+            (_INT, "ended by Ctrl-C (SIGINT)"),
         ),
     ),
 }
@@ -539,6 +584,24 @@ def _timeout_exit(message: str | None) -> int:
     sys.stdout.flush()  # the partial output first, then the line that explains it
     say(message)
     return DriverTimeout.exit_code  # = EXIT_TIMEOUT
+
+
+def web_session() -> int:
+    """One browser session of `gputop web` or `gputop fleet --web`, as textual-serve runs it
+    (with Textual's web driver): the command line it serves comes from the environment, as JSON
+    (gputop.ui.web.ARGV_ENV), so none of it ever passes through the shell that starts it."""
+    import json
+
+    from gputop.ui.web import ARGV_ENV
+
+    try:
+        argv = json.loads(os.environ.pop(ARGV_ENV, ""))
+    except ValueError:
+        argv = None
+    if not isinstance(argv, list) or not all(isinstance(arg, str) for arg in argv):
+        say(f"{ARGV_ENV} is not a JSON list of arguments (gputop web sets it for its sessions)")
+        return EXIT_USAGE
+    return main(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

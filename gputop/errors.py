@@ -39,5 +39,9 @@ class DriverCrashed(DriverError):
     NOTE = "DRIVER CRASHED"
 
 
+class DeviceNotFound(GputopError, LookupError):
+    """No GPU (or MIG device) with that NVML index, CUDA index or UUID on this machine."""
+
+
 class UsageError(GputopError):
     """Bad input on the command line: unknown field, unwritable file, bad PID."""

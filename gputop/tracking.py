@@ -2,15 +2,22 @@
 
 A daemon thread samples the GPU memory (through gputop.api, so through the driver process, each
 read within its time limit), this process's host RSS and, when PyTorch is already imported,
-its caching allocator. A failed or late driver read is counted (``Tracker.errors``, the last
-one's line in ``Tracker.last_error``), never raised into the tracked code.
+its caching allocator on every device it uses. A failed or late driver read is counted
+(``Tracker.errors``, the last one's line in ``Tracker.last_error``), never raised into the
+tracked code.
+
+Peaks are exact where something keeps count, sampled elsewhere (each peak says which,
+``PEAK_EXACT``/``PEAK_SAMPLED``): the host RSS peak is the kernel's (gputop.host_memory resets
+the process's VmHWM when a block starts), and a GPU's peak is torch's own (its reserved peak,
+reset per block) when torch holds that GPU's memory; NVML's sampled per-process figure is the
+fallback. The driver is opened and read once before a block's start time and values are taken,
+so the first block is not charged gputop's own start-up.
 """
 
 from __future__ import annotations
 
 import copy
 import os
-import sys
 import threading
 import time
 from collections.abc import Iterable
@@ -18,12 +25,30 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-from gputop import api
+from gputop import api, host_memory, torch_memory
 from gputop.engine.deadline import DEFAULT_TIMEOUT_S
-from gputop.engine.model import pid_memory_of
+from gputop.engine.model import PidMemory, pid_memory_of
 from gputop.engine.sanitize import clean
 from gputop.engine.source import Source
+from gputop.host_memory import PEAK_EXACT, PEAK_SAMPLED
+from gputop.host_memory import rss_bytes as host_rss_bytes
+from gputop.torch_memory import torch_cuda
 from gputop.units import MiB
+
+__all__ = [
+    "PEAK_EXACT",
+    "PEAK_SAMPLED",
+    "MemoryTrace",
+    "Stages",
+    "TorchMemory",
+    "TrackReport",
+    "Tracker",
+    "host_rss_bytes",
+    "memory_table",
+    "stages",
+    "torch_cuda",
+    "track",
+]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -49,7 +74,11 @@ class MemoryTrace:
 
 @dataclass(slots=True, kw_only=True)
 class TrackReport:
-    """What ``track`` saw: per GPU (all users) and for the tracked PIDs (total and per GPU)."""
+    """What ``track`` saw: per GPU (all users) and for the tracked PIDs (total and per GPU).
+
+    GPUs are NVML indices, except ``torch_by_device`` (torch's CUDA indices; ``cuda_to_gpu``
+    maps them). A ``*_peak_kind`` is ``"exact"`` or ``"sampled"`` (the true peak may be higher).
+    """
 
     label: str
     pids: tuple[int, ...]
@@ -57,19 +86,39 @@ class TrackReport:
     samples: int = 0
     devices: dict[int, MemoryTrace] = field(default_factory=dict)
     process: MemoryTrace | None = None  # the tracked PIDs, summed over all GPUs
+    process_peak_kind: str = PEAK_SAMPLED
     process_by_device: dict[int, MemoryTrace] = field(default_factory=dict)
+    process_peak_kinds: dict[int, str] = field(default_factory=dict)  # per GPU, as above
+    gpu_free_bytes: dict[int, int] = field(default_factory=dict)  # at the end, GPUs used
+    gpu_total_bytes: dict[int, int] = field(default_factory=dict)
     host_rss: MemoryTrace | None = None  # this process's resident host memory (RSS)
-    torch: TorchMemory | None = None  # PyTorch's caching allocator, when torch was loaded
+    host_peak_kind: str = PEAK_SAMPLED
+    torch: TorchMemory | None = None  # PyTorch's caching allocator (all its devices), if loaded
+    torch_by_device: dict[int, TorchMemory] = field(default_factory=dict)  # by CUDA index
+    cuda_to_gpu: dict[int, int] = field(default_factory=dict)  # CUDA index -> NVML index
 
     @property
     def context_overhead_bytes(self) -> int | None:
         """NVML's memory for the process minus torch's reserved: the CUDA context and libraries.
 
-        None without torch figures or without an NVML reading of the process.
+        None without torch figures or without an NVML reading of the process, and when torch's
+        reserved is above NVML's figure (:attr:`torch_above_nvml`): never a negative number.
         """
         if self.torch is None or self.process is None or not self.process.end_bytes:
             return None
-        return self.process.end_bytes - self.torch.reserved.end_bytes
+        overhead = self.process.end_bytes - self.torch.reserved.end_bytes
+        return overhead if overhead >= 0 else None
+
+    @property
+    def torch_above_nvml(self) -> bool:
+        """torch says it reserved more than NVML says the process holds (the two disagree:
+        e.g. NVML's figure lags, or its per-process accounting is off in a container)."""
+        return (
+            self.torch is not None
+            and self.process is not None
+            and bool(self.process.end_bytes)
+            and self.torch.reserved.end_bytes > self.process.end_bytes
+        )
 
     def summary(self) -> str:
         """A readable table (MiB)."""
@@ -96,16 +145,19 @@ class TrackReport:
             overhead = self.context_overhead_bytes
             if overhead is not None:
                 lines.append(f"{'CUDA context (NVML-torch)':<24}{'':>20}{overhead // MiB:>7} MiB")
+            elif self.torch_above_nvml:
+                lines.append(f"{'CUDA context (NVML-torch)':<24}  n/a: torch reserved > NVML")
         return "\n".join(lines)
 
 
 @dataclass(slots=True, kw_only=True)
 class TorchMemory:
-    """PyTorch's caching allocator on its current device over a block (``torch.cuda``).
+    """PyTorch's caching allocator over a block (``torch.cuda``): one device, or all of them.
 
-    ``allocated`` is memory held by tensors; its peak is the allocator's own counter
-    (``max_memory_allocated``, reset when the block starts). ``reserved`` is what the allocator
-    holds from the driver (its peak is the highest value sampled).
+    ``allocated`` is memory held by tensors, ``reserved`` what the allocator holds from the
+    driver. On one device both peaks are the allocator's own counters (``max_memory_allocated``
+    and ``max_memory_reserved``, reset when the block starts): exact. Summed over several
+    devices, a peak is the highest sampled sum (at least each device's own peak).
     """
 
     allocated: MemoryTrace
@@ -117,55 +169,10 @@ class TorchMemory:
         return self.reserved.end_bytes - self.allocated.end_bytes
 
 
-def torch_cuda() -> Any | None:
-    """``torch.cuda`` when PyTorch is already imported, CUDA is available and initialised.
-
-    Never imports torch, and never creates a CUDA context (an uninitialised torch has no figures).
-    """
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return None
-    cuda = getattr(torch, "cuda", None)
-    try:
-        if cuda is None or not cuda.is_available():
-            return None
-        initialised = getattr(cuda, "is_initialized", None)
-        if initialised is not None and not initialised():
-            return None
-    except Exception:  # noqa: BLE001 - a broken torch install: no torch figures
-        return None
-    return cuda
-
-
 def _one_line(exc: Exception) -> str:
     """The exception as one clean line (its text may be the driver's)."""
     text = clean(str(exc)).splitlines()
     return text[0] if text and text[0] else type(exc).__name__
-
-
-def _page_size() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return 4096
-
-
-_PAGE = _page_size()
-
-
-def host_rss_bytes() -> int | None:
-    """This process's resident set size (/proc/self/statm; psutil elsewhere)."""
-    try:
-        with open("/proc/self/statm", "rb") as f:
-            return int(f.read().split()[1]) * _PAGE
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        import psutil
-
-        return int(psutil.Process().memory_info().rss)
-    except Exception:  # noqa: BLE001 - no reading on this platform
-        return None
 
 
 def _trace_line(name: str, t: MemoryTrace) -> str:
@@ -184,6 +191,13 @@ def _update(
         first = value if start is None else start
         traces[key] = trace = MemoryTrace(start_bytes=first, end_bytes=first, peak_bytes=first)
     trace.update(value, at_s)
+
+
+def _torch_at(allocated: int, reserved: int) -> TorchMemory:
+    return TorchMemory(
+        allocated=MemoryTrace(start_bytes=allocated, end_bytes=allocated, peak_bytes=allocated),
+        reserved=MemoryTrace(start_bytes=reserved, end_bytes=reserved, peak_bytes=reserved),
+    )
 
 
 class Tracker:
@@ -216,6 +230,8 @@ class Tracker:
         self._host = own if host is None else host
         self._torch_wanted = own if torch is None else torch
         self._cuda: Any | None = None
+        self._torch_devices: tuple[int, ...] = ()  # torch's devices in use at the start
+        self._host_peak: host_memory.PeakBlock | None = None
         self._report = TrackReport(label=label, pids=tuple(pids or (os.getpid(),)))
         self._data_lock = threading.Lock()
         self._stop = threading.Event()
@@ -225,14 +241,22 @@ class Tracker:
         self.last_error: str | None = None  # the last failed sample's one line, if any
 
     def __enter__(self) -> Tracker:
+        # The start GPU read comes first: it opens the driver (imports, the driver process)
+        # before the block's start time, start RSS and peak reset, which are the block's own.
+        self._t0 = time.monotonic()
+        if self._gpu:
+            self._sample_gpu(self.timeout_s)
         self._cuda = torch_cuda() if self._torch_wanted else None
         if self._cuda is not None:
             try:
-                self._cuda.reset_peak_memory_stats()  # the allocator's peak: this block's own
+                torch_memory.reset_peaks(self._cuda)  # the allocator's peaks: this block's own
+                self._torch_devices = torch_memory.devices_in_use(self._cuda)
             except Exception:  # noqa: BLE001 - no torch figures rather than a failed block
                 self._cuda = None
+        if self._host:
+            self._host_peak = host_memory.PeakBlock().open()
         self._t0 = time.monotonic()
-        self._sample(self.timeout_s)  # the "start" values: before the block runs
+        self._sample_host(0.0)  # the "start" values: before the block runs
         self._thread = threading.Thread(target=self._run, name="gputop-track", daemon=True)
         self._thread.start()
         return self
@@ -243,22 +267,91 @@ class Tracker:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        duration_s = time.monotonic() - self._t0  # the block's, not the end reads'
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=max(1.0, 4 * self.interval_s))
         if self._thread is None or not self._thread.is_alive():
             self._sample(self.timeout_s)  # the "end" values: after the block
+        host_peak = self._host_peak.close() if self._host_peak is not None else None
+        torch_peaks = self._torch_peaks()
         with self._data_lock:
-            self._report.duration_s = time.monotonic() - self._t0
-            torch = self._report.torch
-            if torch is not None and self._cuda is not None:
-                try:
-                    peak = int(self._cuda.max_memory_allocated())
-                except Exception:  # noqa: BLE001 - keep the sampled peak
-                    peak = 0
-                if peak > torch.allocated.peak_bytes:
-                    torch.allocated.peak_bytes = peak
-                    torch.allocated.peak_at_s = self._report.duration_s  # between samples
+            r = self._report
+            r.duration_s = duration_s
+            if r.host_rss is not None and host_peak is not None:
+                r.host_peak_kind = PEAK_EXACT
+                if host_peak > r.host_rss.peak_bytes:  # between samples: no time known
+                    r.host_rss.peak_bytes = host_peak
+            if torch_peaks is not None:
+                self._apply_torch_peaks(torch_peaks)
+                self._exact_gpu_peaks()
+
+    def _torch_peaks(self) -> dict[int, torch_memory.DevicePeaks] | None:
+        """The allocator's peaks per device since the start (and the end values of devices
+        first used during the block); None without torch."""
+        if self._cuda is None:
+            return None
+        try:
+            devices = torch_memory.used_since_reset(self._cuda, self._torch_devices)
+            late = tuple(d for d in devices if d not in self._torch_devices)
+            if late:  # first used during the block: they started at 0
+                at_s = time.monotonic() - self._t0
+                with self._data_lock:
+                    for d, value in torch_memory.now(self._cuda, late).items():
+                        t = self._report.torch_by_device.setdefault(d, _torch_at(0, 0))
+                        t.allocated.update(value.allocated_bytes, at_s)
+                        t.reserved.update(value.reserved_bytes, at_s)
+            return torch_memory.peaks(self._cuda, devices)
+        except Exception:  # noqa: BLE001 - keep the sampled peaks
+            return None
+
+    def _apply_torch_peaks(self, peaks: dict[int, torch_memory.DevicePeaks]) -> None:
+        r = self._report
+        for d, peak in peaks.items():
+            t = r.torch_by_device.get(d)
+            if t is None:
+                continue
+            t.allocated.peak_bytes = max(t.allocated.peak_bytes, peak.allocated_bytes)
+            t.reserved.peak_bytes = max(t.reserved.peak_bytes, peak.reserved_bytes)
+        if not r.torch_by_device:
+            return
+        if len(r.torch_by_device) == 1:
+            r.torch = copy.deepcopy(next(iter(r.torch_by_device.values())))
+            return
+        total = r.torch or _torch_at(0, 0)
+        total.allocated.start_bytes = sum(
+            t.allocated.start_bytes for t in r.torch_by_device.values()
+        )
+        total.allocated.end_bytes = sum(t.allocated.end_bytes for t in r.torch_by_device.values())
+        total.reserved.start_bytes = sum(t.reserved.start_bytes for t in r.torch_by_device.values())
+        total.reserved.end_bytes = sum(t.reserved.end_bytes for t in r.torch_by_device.values())
+        for name in ("allocated", "reserved"):
+            trace: MemoryTrace = getattr(total, name)
+            highest = max(getattr(t, name).peak_bytes for t in r.torch_by_device.values())
+            trace.peak_bytes = max(trace.peak_bytes, highest, trace.start_bytes, trace.end_bytes)
+        r.torch = total
+
+    def _exact_gpu_peaks(self) -> None:
+        """A GPU whose memory torch holds: its peak is NVML's start plus torch's reserved rise
+        (exact), unless NVML was seen higher (something besides torch: that sampled peak)."""
+        r = self._report
+        for cuda_index, t in r.torch_by_device.items():
+            gpu = r.cuda_to_gpu.get(cuda_index)
+            trace = None if gpu is None else r.process_by_device.get(gpu)
+            if gpu is None or trace is None:
+                continue
+            exact = trace.start_bytes + t.reserved.peak_bytes - t.reserved.start_bytes
+            if exact >= trace.peak_bytes:
+                trace.peak_bytes = exact
+                r.process_peak_kinds[gpu] = PEAK_EXACT
+        if (
+            r.process is not None
+            and len(r.process_by_device) == 1
+            and set(r.process_peak_kinds.values()) == {PEAK_EXACT}
+        ):
+            (only,) = r.process_by_device.values()
+            r.process.peak_bytes = max(r.process.peak_bytes, only.peak_bytes)
+            r.process_peak_kind = PEAK_EXACT
 
     def _run(self) -> None:
         wait = self.interval_s
@@ -283,13 +376,12 @@ class Tracker:
     def _sample_host(self, at_s: float) -> None:
         """RSS and torch's counters: cheap, read on every sample whatever NVML says."""
         rss = host_rss_bytes() if self._host else None
-        allocated = reserved = None
+        torch_now: dict[int, torch_memory.DeviceNow] | None = None
         if self._cuda is not None:
             try:
-                allocated = int(self._cuda.memory_allocated())
-                reserved = int(self._cuda.memory_reserved())
+                torch_now = torch_memory.now(self._cuda, self._torch_devices)
             except Exception:  # noqa: BLE001 - never disturb the tracked code
-                allocated = reserved = None
+                torch_now = None
         with self._data_lock:
             r = self._report
             if rss is not None:
@@ -297,16 +389,20 @@ class Tracker:
                     r.host_rss = MemoryTrace(start_bytes=rss, end_bytes=rss, peak_bytes=rss)
                 else:
                     r.host_rss.update(rss, at_s)
-            if allocated is not None and reserved is not None:
+            if torch_now:
+                for d, value in torch_now.items():
+                    t = r.torch_by_device.get(d)
+                    if t is None:
+                        r.torch_by_device[d] = _torch_at(
+                            value.allocated_bytes, value.reserved_bytes
+                        )
+                    else:
+                        t.allocated.update(value.allocated_bytes, at_s)
+                        t.reserved.update(value.reserved_bytes, at_s)
+                allocated = sum(v.allocated_bytes for v in torch_now.values())
+                reserved = sum(v.reserved_bytes for v in torch_now.values())
                 if r.torch is None:
-                    r.torch = TorchMemory(
-                        allocated=MemoryTrace(
-                            start_bytes=allocated, end_bytes=allocated, peak_bytes=allocated
-                        ),
-                        reserved=MemoryTrace(
-                            start_bytes=reserved, end_bytes=reserved, peak_bytes=reserved
-                        ),
-                    )
+                    r.torch = _torch_at(allocated, reserved)
                 else:
                     r.torch.allocated.update(allocated, at_s)
                     r.torch.reserved.update(reserved, at_s)
@@ -316,6 +412,7 @@ class Tracker:
     def _sample_gpu(self, timeout_s: float | None) -> None:
         pids = self._report.pids
         try:
+            mine: PidMemory
             if self._devices:
                 snap = api.read_snapshot(self._source, timeout_s)
                 mine = pid_memory_of(snap, pids)
@@ -325,7 +422,7 @@ class Tracker:
             self.errors += 1
             self.last_error = _one_line(exc)
             return
-        at_s = mine.taken_at_mono - self._t0
+        at_s = max(0.0, mine.taken_at_mono - self._t0)  # the start read is before the start
         with self._data_lock:
             r = self._report
             if snap is not None:
@@ -338,6 +435,12 @@ class Tracker:
                     # A GPU the process starts using mid-block started at 0 bytes.
                     first = None if r.samples == 0 else 0
                     _update(r.process_by_device, index, used, at_s, start=first)
+                    r.process_peak_kinds.setdefault(index, PEAK_SAMPLED)
+            for index, free, whole in mine.free_bytes:
+                r.gpu_free_bytes[index] = free
+                r.gpu_total_bytes[index] = whole
+            if not r.cuda_to_gpu and mine.cuda_indices:
+                r.cuda_to_gpu = {cuda: index for index, cuda in mine.cuda_indices}
             if r.process is None:
                 r.process = MemoryTrace(start_bytes=total, end_bytes=total, peak_bytes=total)
             else:
@@ -382,11 +485,15 @@ def track(
     1 s ticks); ``pids`` defaults to this process. ``print(t)`` afterwards shows start, end,
     delta and peak; ``t.report`` holds the numbers.
 
-    Tracking this process (the default) also follows its host RSS and, when PyTorch is already
-    imported and has initialised CUDA, the caching allocator: allocated, reserved, reclaimable
-    and the allocator's own peak (``torch.cuda.reset_peak_memory_stats()`` is called on entry),
-    plus the CUDA context overhead (NVML's figure minus torch's reserved). ``host`` and ``torch``
-    turn those on or off; ``gpu=False`` reads no NVML at all. torch is never imported here.
+    Tracking this process (the default) also follows its host RSS, whose peak is the kernel's
+    exact one (gputop resets this process's peak-RSS counter, VmHWM, on entry: see
+    gputop.host_memory), and, when PyTorch is already imported and has initialised CUDA, the
+    caching allocator on every device it uses: allocated, reserved, reclaimable and the
+    allocator's own peaks (``torch.cuda.reset_peak_memory_stats(d)`` on entry), which make the
+    peak of a GPU torch holds exact; plus the CUDA context overhead (NVML's figure minus torch's
+    reserved; None when torch's is the larger). ``host`` and ``torch`` turn those on or off;
+    ``gpu=False`` reads no NVML at all. torch is never imported here. The driver is opened and
+    read before the block's start values are taken: gputop's start-up is not the block's.
     ``max_share`` (e.g. 0.05) spaces the reads out when one costs more than that share of the
     interval, so slow drivers or many GPUs never take more than that share of the time.
     ``devices=False`` drops the per-GPU all-process figures (``report.devices``) and reads only

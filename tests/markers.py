@@ -36,6 +36,7 @@ USES: dict[str, re.Pattern[str]] = {
     "real_process": re.compile(
         r"\bsubprocess\.|\bPopen\b|\bos\.fork\b|\bmultiprocessing\b|\bsys\.executable\b"
         r"|\bIsolatedSource\b|\bopen_source\(|\bactors=True\b|\"--demo\""  # demo: its actors
+        r"|\bKernelManager\b"  # a Jupyter kernel
     ),
     "prometheus": re.compile(r"\bprometheus_binary\(|\"promtool\""),
 }

@@ -215,3 +215,91 @@ def test_track_never_disturbs_the_tracked_code(box: Box) -> None:
         wait_for(lambda: source.calls >= 3)
     assert t.errors >= 2 and t.samples == 1
     assert not any(th.name == "gputop-track" and th.is_alive() for th in threading.enumerate())
+
+
+def test_use_demo_and_use_driver_bump_the_generation() -> None:
+    from gputop import api
+
+    before = api.generation()
+    gputop.use_demo("dgx")
+    assert api.generation() == before + 1
+    gputop.use_driver(in_process=True)
+    gputop.use_driver()
+    assert api.generation() == before + 3
+    assert api.generation() == before + 3  # reading it changes nothing
+
+
+def test_use_demo_takes_effect_after_earlier_reads() -> None:
+    gputop.use_demo("demo")
+    assert len(gputop.devices()) == 4
+    gputop.use_demo("dgx")  # called late: the next read is on the new box all the same
+    assert len(gputop.devices()) == 8
+
+
+def test_gputop_demo_set_after_a_read_takes_effect(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gputop import api
+
+    monkeypatch.setenv("GPUTOP_DEMO", "demo")
+    gputop.use_demo(None)
+    assert len(gputop.devices()) == 4
+    before = api.generation()
+    monkeypatch.setenv("GPUTOP_DEMO", "dgx")
+    assert api.generation() == before + 1  # a notebook that cached a probe reads again
+    assert len(gputop.devices()) == 8
+
+
+def test_every_gputop_error_is_importable_from_gputop() -> None:
+    from gputop import errors
+
+    defined = {
+        name
+        for name, value in vars(errors).items()
+        if isinstance(value, type) and issubclass(value, errors.GputopError)
+    }
+    assert defined <= set(gputop.__all__)
+    for name in defined:
+        assert getattr(gputop, name) is getattr(errors, name)
+    assert issubclass(gputop.DeviceNotFound, LookupError)
+
+
+# pynvml's CDLL("libnvidia-ml.so.1") fails as on a machine without the driver (even on a GPU box);
+# the driver is read in this process so that the failure is this one's.
+NO_DRIVER = """
+import pynvml
+real = pynvml.CDLL
+def fake(name, *a, **k):
+    if "nvidia-ml" in str(name):
+        raise OSError(name + ": cannot open shared object file")
+    return real(name, *a, **k)
+pynvml.CDLL = fake
+import gputop
+gputop.use_driver(in_process=True)
+for call in (gputop.show, gputop.devices, lambda: gputop.Device(0), gputop.Collector().sample):
+    try:
+        call()
+        print("no error")
+    except gputop.DriverMissing as exc:
+        print(type(exc).__name__, exc)
+gputop.use_demo("demo")
+print(len(gputop.devices()), "after use_demo")
+"""
+PYTHON_MISSING = (
+    "DriverMissing NVIDIA driver not found (libnvidia-ml.so.1): "
+    "call gputop.use_demo() to try gputop on simulated GPUs"
+)
+
+
+def test_no_driver_is_driver_missing_worded_for_python_code() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "GPUTOP_DEMO"}
+    run = subprocess.run(
+        [sys.executable, "-c", NO_DRIVER],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    # The Collector counts a failed read (it never raises into a training loop).
+    assert lines == [PYTHON_MISSING] * 3 + ["no error", "4 after use_demo"]

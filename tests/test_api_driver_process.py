@@ -5,6 +5,7 @@ driver process is back. ``use_driver(in_process=True)`` is the old way, and dies
 
 from __future__ import annotations
 
+import ctypes.util
 import os
 import subprocess
 import sys
@@ -153,3 +154,22 @@ def test_own_sources_subclass_source_base() -> None:
 
     assert gputop.devices(source=Empty()) == []
     assert api.read_pids(Empty(), [os.getpid()]).total_bytes == 0
+
+
+@pytest.mark.skipif(
+    ctypes.util.find_library("nvidia-ml") is not None, reason="this machine has an NVIDIA driver"
+)
+def test_no_driver_through_the_driver_process_is_driver_missing_for_python_code(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("GPUTOP_DEMO", raising=False)
+    monkeypatch.delenv("GPUTOP_IN_PROCESS", raising=False)
+    gputop.use_demo(None)
+    gputop.use_driver()  # the default: the driver process is the one that finds no driver
+    for call in (gputop.show, gputop.devices, lambda: gputop.Device(0)):
+        with pytest.raises(gputop.DriverMissing) as raised:
+            call()
+        assert str(raised.value) == (
+            "NVIDIA driver not found (libnvidia-ml.so.1): "
+            "call gputop.use_demo() to try gputop on simulated GPUs"
+        )

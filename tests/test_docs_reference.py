@@ -72,7 +72,7 @@ def test_every_option_of_every_command_is_in_the_cli_page_and_the_man_page() -> 
                 assert f"{option}" in cli, (command.prog, option)
                 assert option.replace("-", "\\-") in man, (command.prog, option)
         assert f"## {command.prog}\n" in cli
-    fleet = cli.split("## gputop fleet\n", 1)[1]
+    fleet = cli.split("## gputop fleet\n", 1)[1].split("\n## ", 1)[0]  # its section only
     assert "| `--demo" not in fleet and "| `--scenario" not in fleet, "fleet refuses them"
 
 

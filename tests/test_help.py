@@ -218,18 +218,23 @@ RUNS: list[tuple[str, int, tuple[str, ...], int | None, bool]] = [
     ("export", 2, ("export", "--demo", "--listen", "127.0.0.1:99999"), None, False),
     ("export", 129, ("export", "--demo", "--listen", "127.0.0.1:0"), HUP, False),
     ("export", 130, ("export", "--demo", "--listen", "127.0.0.1:0"), INT, False),
+    ("web", 2, ("web", "--demo", "--listen", "127.0.0.1:99999"), None, False),
 ]
 # fleet reads no driver: its statuses come from a fake Prometheus (test_fleet_exit_status).
 FLEET_RUNS = [0, 1, 2, 4, 5, 6, 143]
-# A signal's status is main()'s for every command but export (which has its own): gputop itself
+# web starts no process of its own until a browser connects: tests/web/test_web_server.py
+# ends it with each signal once it serves (SIGTERM: 0, as export).
+WEB_RUNS = [0, 129, 130]
+# A signal's status is main()'s for every command but export and web (their own): gputop itself
 # shows all three, each other command at least one.
 SIGNAL_CODES = {exits.signal_exit(s) for s in (TERM, HUP, INT)}
 
 
 def produced() -> set[tuple[str, int]]:
     pairs = {(name, code) for name, code, *_ in RUNS} | {("fleet", c) for c in FLEET_RUNS}
+    pairs |= {("web", c) for c in WEB_RUNS}
     for name in COMMANDS:
-        if name != "export" and any(n == name and c in SIGNAL_CODES for n, c in pairs):
+        if name not in ("export", "web") and any(n == name and c in SIGNAL_CODES for n, c in pairs):
             pairs |= {(name, c) for c in SIGNAL_CODES}
     return pairs
 

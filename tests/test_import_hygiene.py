@@ -41,6 +41,8 @@ LAYERS: dict[str, Layer] = {
             "gputop.glyphs",
             "gputop.cells",
             "gputop.dcgm",
+            "gputop.host_memory",
+            "gputop.torch_memory",
         ),
         may_import=(),  # nothing from gputop
     ),
@@ -77,9 +79,10 @@ LAYERS: dict[str, Layer] = {
         may_import=("fleet", "leaves", "gputop.engine.sanitize"),
     ),
     "commands": Layer(
-        what="once, json, doctor, query, dmon, export, fleet",
+        what="once, json, doctor, query, dmon, export, fleet, web",
         modules=("gputop.commands.*",),
         # gputop.ui.fleet: the fleet overview, started by `gputop fleet` (Textual loaded there)
+        # gputop.ui.web.*: `gputop web` and `fleet --web`'s server and token (textual-serve)
         may_import=(
             "commands",
             "engine",
@@ -89,6 +92,8 @@ LAYERS: dict[str, Layer] = {
             "shell",
             "gputop.sources",
             "gputop.ui.fleet",
+            "gputop.ui.web.server",
+            "gputop.ui.web.token",
         ),
     ),
     "ui": Layer(
@@ -105,7 +110,11 @@ LAYERS: dict[str, Layer] = {
             "gputop",
             "gputop.__main__",
             "gputop.api",
+            "gputop.device",
+            "gputop.collector",
             "gputop.tracking",
+            "gputop.reclaim",
+            "gputop.experiment",
             "gputop.notebook",
             "gputop.cli",
         ),

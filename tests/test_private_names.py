@@ -25,7 +25,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "gputop"
-DEPENDENCIES = ("textual", "rich", "psutil", "prometheus_client", "plotext", "pynvml")
+DEPENDENCIES = (
+    "textual",
+    "rich",
+    "psutil",
+    "prometheus_client",
+    "plotext",
+    "pynvml",
+    "textual_serve",
+    "aiohttp",
+)
 ACCESSORS = ("getattr", "hasattr", "setattr", "delattr")
 
 

@@ -82,6 +82,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--theme", default=None, help="the overview: a Textual theme name (default: Textual's)"
     )
+    parser.add_argument(
+        "--web",
+        action="store_true",
+        help="serve the overview to a browser, as `gputop web` serves the dashboard",
+    )
+    from gputop.commands.web import add_web_arguments
+
+    # --token-file is Prometheus's bearer token here: the web's is --web-token-file.
+    add_web_arguments(parser, token_option="--web-token-file")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -94,6 +103,12 @@ def run(args: argparse.Namespace) -> int:
             "Prometheus scrape it instead of --demo here"
         )
     client = client_from(args.prometheus, token_file=args.token_file, timeout_s=args.fleet_timeout)
+    if args.web:
+        if args.once or args.json:
+            raise UsageError("--web serves the overview: not with --once or --json")
+        from gputop.commands.web import serve
+
+        return serve(args, overview_argv(args), title="gputop fleet", what="the fleet overview")
     if not (args.once or args.json):
         from gputop.ui.fleet import run_fleet_dashboard  # Textual only for the overview
 
@@ -106,6 +121,20 @@ def run(args: argparse.Namespace) -> int:
     with reader_may_leave(sys.stdout):  # `fleet --once | head -1` keeps its verdict (exit 4..6)
         _print(fleet, as_json=args.json)
     return _exit(fleet)
+
+
+def overview_argv(args: argparse.Namespace) -> list[str]:
+    """The command line each browser session of `fleet --web` runs (without "gputop"); the
+    credentials from the environment reach it as they are (its environment is ours)."""
+    argv = ["fleet"]
+    if args.prometheus is not None:
+        argv += ["--prometheus", args.prometheus]
+    if args.token_file is not None:
+        argv += ["--token-file", os.path.abspath(args.token_file)]
+    argv += ["--timeout", repr(args.fleet_timeout), "--interval", repr(args.fleet_interval)]
+    if args.theme is not None:
+        argv += ["--theme", args.theme]
+    return argv
 
 
 def _print(fleet: Fleet, *, as_json: bool) -> None:

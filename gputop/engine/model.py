@@ -510,10 +510,17 @@ class Snapshot:
 
 @dataclass(frozen=True, slots=True)
 class PidMemory:
-    """The GPU memory some PIDs use, per GPU: what ``Source.pid_memory`` reads."""
+    """The GPU memory some PIDs use, per GPU: what ``Source.pid_memory`` reads.
+
+    Also, for each GPU they use, its free and total memory (a GPU's own figures, all processes),
+    and each GPU's CUDA index (to map torch's devices onto NVML's).
+    """
 
     taken_at_mono: float
     by_gpu_bytes: tuple[tuple[int, int], ...]  # (GPU index, bytes) for each GPU that answered
+    # (GPU index, free bytes, total bytes) for each GPU the PIDs use whose memory info answered
+    free_bytes: tuple[tuple[int, int, int], ...] = ()
+    cuda_indices: tuple[tuple[int, int], ...] = ()  # (GPU index, CUDA index) where it has one
 
     @property
     def total_bytes(self) -> int:
@@ -524,11 +531,20 @@ class PidMemory:
 def pid_memory_of(snapshot: Snapshot, pids: Iterable[int]) -> PidMemory:
     """``pid_memory`` worked out from a whole snapshot (for a source without the light read)."""
     wanted = frozenset(pids)
+    by_gpu: list[tuple[int, int]] = []
+    free: list[tuple[int, int, int]] = []
+    for g in snapshot.gpus:
+        if g.state is not GpuState.OK or g.process_list_error is not None:
+            continue  # not known
+        used = sum(p.used_memory_bytes or 0 for p in g.processes if p.pid in wanted)
+        by_gpu.append((g.index, used))
+        if used and g.memory_free_bytes is not None and g.memory_total_bytes is not None:
+            free.append((g.index, g.memory_free_bytes, g.memory_total_bytes))
     return PidMemory(
         taken_at_mono=snapshot.taken_at_mono,
-        by_gpu_bytes=tuple(
-            (g.index, sum(p.used_memory_bytes or 0 for p in g.processes if p.pid in wanted))
-            for g in snapshot.gpus
-            if g.state is GpuState.OK and g.process_list_error is None  # else not known
+        by_gpu_bytes=tuple(by_gpu),
+        free_bytes=tuple(free),
+        cuda_indices=tuple(
+            (g.index, g.cuda_index) for g in snapshot.gpus if g.cuda_index is not None
         ),
     )

@@ -23,6 +23,15 @@ if TYPE_CHECKING:
 
 NEEDS_TERMINAL = "the dashboard needs a terminal; {instead} for scripts"
 
+# The driver textual-serve (`gputop web`) starts each browser session with: keys and frames
+# travel as packets on stdin/stdout, so the session has no terminal and needs none.
+WEB_DRIVER = "textual.drivers.web_driver:WebDriver"
+
+
+def served_to_browser() -> bool:
+    """Whether Textual will draw for a browser (textual-serve's web driver), not a terminal."""
+    return os.environ.get("TEXTUAL_DRIVER") == WEB_DRIVER
+
 
 def ensure_terminal(instead: str = INSTEAD) -> None:
     """Give the dashboard a terminal to read keys from (fd 0) and draw on (fd 2, Textual's).
@@ -32,7 +41,10 @@ def ensure_terminal(instead: str = INSTEAD) -> None:
     UsageError: the dashboard would only write escape codes into a file until killed. The same,
     before any escape code, for a terminal that cannot draw one (TERM=dumb, unset, unknown:
     :mod:`gputop.ui.terminal_kind`). ``instead``: what each refusal points to ("use --once, …").
+    Nothing of this when served to a browser: its web driver draws on stdout, a pipe.
     """
+    if served_to_browser():
+        return
     _take_terminal(instead)
     from gputop.ui.terminal_kind import refusal
 
@@ -239,4 +251,4 @@ def _settle_heap() -> None:
     gc.set_threshold(7000, 20, 20)
 
 
-__all__ = ["EarlySampler", "ensure_terminal", "run_dashboard"]
+__all__ = ["EarlySampler", "ensure_terminal", "run_dashboard", "served_to_browser"]

@@ -131,24 +131,53 @@ def nb(
 
 
 class FakeCuda:
-    """The interface of ``torch.cuda``'s allocator counters, and nothing else (bytes)."""
+    """The interface of ``torch.cuda``'s allocator counters, and nothing else (bytes).
 
-    def __init__(self, *, initialised: bool = True) -> None:
-        self.allocated = 0
-        self.reserved = 0
-        self.peak = 0
+    ``devices`` CUDA devices, each with its own counters; a call without a device (as torch's)
+    means the current one, so a one-device test reads as before.
+    """
+
+    def __init__(self, *, initialised: bool = True, devices: int = 1) -> None:
         self.initialised = initialised
-        self.resets = 0
+        self.current = 0
+        self.allocated_by = [0] * devices
+        self.reserved_by = [0] * devices
+        self.peak_by = [0] * devices
+        self.peak_reserved_by = [0] * devices
+        self.resets = 0  # reset_peak_memory_stats calls on the current device
+        self.resets_by = [0] * devices
         self.empty_caches = 0
 
-    # what the allocator does
-    def alloc(self, mib: int) -> None:
-        self.allocated += mib * MiB
-        self.reserved = max(self.reserved, self.allocated)
-        self.peak = max(self.peak, self.allocated)
+    def _d(self, device: int | None) -> int:
+        return self.current if device is None else int(device)
 
-    def free(self, mib: int) -> None:
-        self.allocated -= mib * MiB
+    # the current device's figures, as the one-device tests know them
+    @property
+    def allocated(self) -> int:
+        return self.allocated_by[self.current]
+
+    @property
+    def reserved(self) -> int:
+        return self.reserved_by[self.current]
+
+    @reserved.setter
+    def reserved(self, value: int) -> None:
+        self.reserved_by[self.current] = value
+
+    @property
+    def peak(self) -> int:
+        return self.peak_by[self.current]
+
+    # what the allocator does
+    def alloc(self, mib: int, device: int | None = None) -> None:
+        d = self._d(device)
+        self.allocated_by[d] += mib * MiB
+        self.reserved_by[d] = max(self.reserved_by[d], self.allocated_by[d])
+        self.peak_by[d] = max(self.peak_by[d], self.allocated_by[d])
+        self.peak_reserved_by[d] = max(self.peak_reserved_by[d], self.reserved_by[d])
+
+    def free(self, mib: int, device: int | None = None) -> None:
+        self.allocated_by[self._d(device)] -= mib * MiB
 
     # torch.cuda's interface
     def is_available(self) -> bool:
@@ -157,29 +186,50 @@ class FakeCuda:
     def is_initialized(self) -> bool:
         return self.initialised
 
-    def memory_allocated(self) -> int:
-        return self.allocated
+    def device_count(self) -> int:
+        return len(self.allocated_by)
 
-    def memory_reserved(self) -> int:
-        return self.reserved
+    def current_device(self) -> int:
+        return self.current
 
-    def max_memory_allocated(self) -> int:
-        return self.peak
+    def set_device(self, device: int) -> None:
+        self.current = device
 
-    def reset_peak_memory_stats(self) -> None:
-        self.resets += 1
-        self.peak = self.allocated
+    def memory_allocated(self, device: int | None = None) -> int:
+        return self.allocated_by[self._d(device)]
+
+    def memory_reserved(self, device: int | None = None) -> int:
+        return self.reserved_by[self._d(device)]
+
+    def max_memory_allocated(self, device: int | None = None) -> int:
+        return self.peak_by[self._d(device)]
+
+    def max_memory_reserved(self, device: int | None = None) -> int:
+        return self.peak_reserved_by[self._d(device)]
+
+    def reset_peak_memory_stats(self, device: int | None = None) -> None:
+        d = self._d(device)
+        self.resets_by[d] += 1
+        if d == self.current:
+            self.resets += 1
+        self.peak_by[d] = self.allocated_by[d]
+        self.peak_reserved_by[d] = self.reserved_by[d]
 
     def empty_cache(self) -> None:
         self.empty_caches += 1
-        self.reserved = self.allocated
+        for d in range(len(self.reserved_by)):
+            self.reserved_by[d] = self.allocated_by[d]
 
 
 @pytest.fixture
 def fake_torch(monkeypatch: pytest.MonkeyPatch) -> FakeCuda:
-    """A stand-in "torch" in sys.modules with only the allocator counters."""
+    """A stand-in "torch" in sys.modules with only the allocator counters (one device)."""
+    return install_fake_torch(monkeypatch, FakeCuda())
+
+
+def install_fake_torch(monkeypatch: pytest.MonkeyPatch, cuda: FakeCuda) -> FakeCuda:
+    """Put ``cuda`` in sys.modules as "torch".cuda."""
     module = types.ModuleType("torch")
-    cuda = FakeCuda()
     module.cuda = cuda  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "torch", module)
     return cuda

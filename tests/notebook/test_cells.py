@@ -38,9 +38,10 @@ def test_a_cell_that_allocates_shows_the_step_per_gpu(nb: Notebook) -> None:
     number, seconds, fields = parts(nb.line("clock.set(10.0)\nsettle()"))
     assert number == 1  # %load_ext ran outside the history
     assert 0 <= seconds < 10
-    assert (
-        fields[0]
-        == "GPU0 +4000 MiB (peak +4000 MiB) = 5000 MiB, GPU1 +0 MiB (peak +0 MiB) = 300 MiB"
+    # the sim's GPUs have 80 GiB; GPU 0 also holds 7 MiB of another process
+    assert fields[0] == (
+        "GPU0 +4000 MiB (peak≥ +4000 MiB sampled) = 5000 MiB, 74.6 GiB free;"
+        " GPU1 +0 MiB (peak≥ +0 MiB sampled) = 300 MiB, 79.2 GiB free"
     )
     assert fields[1].startswith("RSS ")
     assert len(fields) == 2  # no torch loaded: no torch part
@@ -57,11 +58,12 @@ def test_a_cell_reads_only_the_process_lists_and_still_shows_the_delta(nb: Noteb
     nb.run("x = 1")  # the probe, before the first cell, is behind us
     before = dict(lib.calls)
     _, _, fields = parts(nb.line("clock.set(10.0)\nsettle()"))
-    assert fields[0].startswith("GPU0 +4000 MiB (peak +4000 MiB) = 5000 MiB")
+    assert fields[0].startswith("GPU0 +4000 MiB (peak≥ +4000 MiB sampled) = 5000 MiB")
     made = {k for k, n in lib.calls.items() if n != before.get(k, 0)}
     assert made == {
         "nvmlDeviceGetComputeRunningProcesses_v3",
         "nvmlDeviceGetGraphicsRunningProcesses_v3",
+        "nvmlDeviceGetMemoryInfo",  # the free memory of each GPU the process uses
     }
     assert (
         lib.calls["nvmlDeviceGetComputeRunningProcesses_v3"]
@@ -80,7 +82,7 @@ def test_full_takes_whole_snapshots_for_its_per_gpu_table(nb: Notebook) -> None:
 def test_a_step_is_seen_even_without_waiting_for_the_sampler(nb: Notebook) -> None:
     """The end reading is taken after the cell: the delta never depends on the sampler's luck."""
     _, _, fields = parts(nb.line("clock.set(10.0)"))
-    assert fields[0].startswith("GPU0 +4000 MiB (peak +4000 MiB) = 5000 MiB")
+    assert fields[0].startswith("GPU0 +4000 MiB (peak≥ +4000 MiB sampled) = 5000 MiB")
 
 
 def test_a_cell_that_raises_still_gets_its_line_and_keeps_its_error(nb: Notebook) -> None:
@@ -91,7 +93,7 @@ def test_a_cell_that_raises_still_gets_its_line_and_keeps_its_error(nb: Notebook
     assert result.error_in_exec.args == ("boom",)
     line = next(x for x in nb.printed() if x.startswith("[gputop] In ["))
     _, _, fields = parts(line)
-    assert fields[0].startswith("GPU0 +4000 MiB (peak +4000 MiB)")
+    assert fields[0].startswith("GPU0 +4000 MiB (peak≥ +4000 MiB sampled)")
     assert fields[-1] == "raised ValueError"
     assert nb.monitor.records[-1].error == "ValueError"
     assert nb.run("1 + 1").success  # the shell goes on as usual
@@ -107,7 +109,7 @@ def test_a_long_cell_catches_a_peak_gone_before_it_ends(
     cell = "import time\nspike.start()\nwhile spike.now() < 1.0:\n    time.sleep(0.005)"
     _, seconds, fields = parts(nb.line(cell))
     assert seconds >= 1.0
-    assert fields[0] == "GPU0 +0 MiB (peak +4000 MiB) = 1000 MiB"
+    assert fields[0].startswith("GPU0 +0 MiB (peak≥ +4000 MiB sampled) = 1000 MiB, ")
     trace = nb.monitor.records[-1].report.process
     assert trace is not None and 0.25 <= trace.peak_at_s <= 0.9
 
@@ -117,9 +119,9 @@ def test_host_rss_delta_and_peak(nb: Notebook) -> None:
     gone = nb.line("tmp = b'y' * (300 * 2**20)\nsettle()\ndel tmp, kept")
     rss_keep = parts(keep)[2][1]
     rss_gone = parts(gone)[2][1]
-    m = re.fullmatch(r"RSS \+(\d+) MiB \(peak \+(\d+) MiB\)", rss_keep)
+    m = re.fullmatch(r"RSS \+(\d+) MiB \(peak \+(\d+) MiB exact\)", rss_keep)
     assert m and 195 <= int(m[1]) <= 230 and int(m[2]) >= int(m[1])
-    m = re.fullmatch(r"RSS (-\d+|\+\d+) MiB \(peak \+(\d+) MiB\)", rss_gone)
+    m = re.fullmatch(r"RSS (-\d+|\+\d+) MiB \(peak \+(\d+) MiB exact\)", rss_gone)
     assert m and int(m[1]) <= -150 and 290 <= int(m[2]) <= 330
 
 
@@ -152,7 +154,9 @@ def test_off_and_on(nb: Notebook) -> None:
     assert nb.printed() == [] and nb.monitor.records == []
     nb.run("%gputop on")
     assert nb.printed() == ["[gputop] on (brief)"]
-    assert parts(nb.line("clock.set(0.0)"))[2][0].startswith("GPU0 -4000 MiB (peak +0 MiB)")
+    assert parts(nb.line("clock.set(0.0)"))[2][0].startswith(
+        "GPU0 -4000 MiB (peak≥ +0 MiB sampled)"
+    )
 
 
 def test_full_adds_a_table_per_cell_and_brief_goes_back(nb: Notebook) -> None:
@@ -253,3 +257,17 @@ def test_the_shell_fixture_leaves_no_trace_of_ipython() -> None:
     assert not hasattr(builtins, "get_ipython") and not hasattr(builtins, "__IPYTHON__")
     assert type(sys.modules["__main__"]).__name__ == "module"
     assert InteractiveShell.initialized() is False
+
+
+def test_experiment_and_preload_are_wired_to_their_modules(nb: Notebook) -> None:
+    nb.printed()
+    nb.run("%gputop experiment status")
+    assert nb.printed()[0].startswith("[gputop] no experiment running")
+    nb.run("%gputop experiment start demo")
+    nb.run("grown = b'g' * (20 * 2**20)")
+    nb.printed()
+    nb.run("%gputop experiment end")
+    assert "grown" not in nb.shell.user_ns  # what the experiment made is deleted at its end
+    assert nb.printed()[0].startswith("[gputop] experiment")
+    nb.run("%gputop preload")
+    assert len(nb.printed()) == 1  # one line (no torch here: it says so)

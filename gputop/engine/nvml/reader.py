@@ -213,20 +213,34 @@ class NvmlSource(SourceBase):
 
         Two driver calls a GPU (compute and graphics lists) instead of a snapshot's dozens; a
         PID in both lists (or in two MIG devices' lists) counts once, as in the snapshot. A GPU
-        that is lost or fails its list call is left out.
+        that is lost or fails its list call is left out. On a GPU the PIDs use, one more call
+        (nvmlDeviceGetMemoryInfo) for its free and total memory ("will the next batch fit?").
         """
         wanted = frozenset(pids)
         mono = time.monotonic()
         by_gpu: list[tuple[int, int]] = []
+        free: list[tuple[int, int, int]] = []
         for index, h in enumerate(self._handles):
             if h is None:
                 continue
             try:
                 used = self._processes.listed_memory(h)
+                mine = sum(used.get(pid) or 0 for pid in wanted)
+                mem = read(pynvml.nvmlDeviceGetMemoryInfo, h) if mine else None
             except (Lost, pynvml.NVMLError):
                 continue
-            by_gpu.append((index, sum(used.get(pid) or 0 for pid in wanted)))
-        return PidMemory(taken_at_mono=mono, by_gpu_bytes=tuple(by_gpu))
+            by_gpu.append((index, mine))
+            if mem is not None:
+                free.append((index, int(mem.free), int(mem.total)))
+        cuda = tuple(
+            (i, st.cuda_index) for i, st in enumerate(self._static) if st.cuda_index is not None
+        )
+        return PidMemory(
+            taken_at_mono=mono,
+            by_gpu_bytes=tuple(by_gpu),
+            free_bytes=tuple(free),
+            cuda_indices=cuda,
+        )
 
     def _identity(self, index: int) -> dict[str, Any]:
         st = self._static[index]

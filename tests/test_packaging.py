@@ -124,7 +124,7 @@ def test_the_metadata_names_the_distribution_and_carries_the_short_description(
     assert meta["Version"] == __version__
     assert meta["License-Expression"] == "MIT"
     assert meta["Description-Content-Type"] == "text/markdown"
-    assert meta.get_all("Provides-Extra") == ["dev", "export"]
+    assert meta.get_all("Provides-Extra") == ["dev", "export", "web"]
     description = meta.get_payload()
     assert isinstance(description, str)
     assert description.strip() == (ROOT / "PYPI.md").read_text().strip()

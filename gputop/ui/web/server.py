@@ -300,7 +300,8 @@ async def _script(_request: web.Request) -> web.Response:
 
 
 async def _secure(_request: web.Request, response: web.StreamResponse) -> None:
-    response.headers.update(SECURITY_HEADERS)
+    for name, value in SECURITY_HEADERS.items():  # headers, not a widget: set one by one
+        response.headers[name] = value
 
 
 __all__ = ["ARGV_ENV", "MAX_SESSIONS", "WebServer", "session_command"]

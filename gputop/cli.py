@@ -524,6 +524,12 @@ def _run(args: argparse.Namespace, signals: ExitSignals) -> int:
         return result
     if args.once or args.json:
         return _run_one_shot(args)
+    # The dashboard never speaks TLS, yet asyncio (Textual's loop) imports ssl if it can: 4 MiB of
+    # RSS (libssl, libcrypto) for as long as the dashboard runs, which is days on some boxes.
+    # Only here, for the plain dashboard command: fleet, web and export may need TLS, and a
+    # process that has loaded asyncio already (a test calling main) keeps what it has.
+    if "asyncio" not in sys.modules:
+        sys.modules.setdefault("ssl", None)  # type: ignore[arg-type]  # `import ssl` fails
     from gputop.ui import ensure_terminal, run_dashboard  # Textual only for the dashboard
 
     ensure_terminal()  # before the driver or the demo's processes are opened

@@ -11,19 +11,21 @@ Nothing here loads pynvml or the simulator at import: the commands' parsers impo
 
 from __future__ import annotations
 
-import argparse
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from gputop.engine.deadline import DEFAULT_TIMEOUT_S
-from gputop.engine.source import Source
 from gputop.errors import DriverMissing
 
+# Under TYPE_CHECKING, or imported where used: the driver process imports this module too, and
+# needs none of these (argparse is the command line's, the deadline the caller's).
 if TYPE_CHECKING:
+    import argparse
+
     from gputop.engine.isolated import IsolatedSource
     from gputop.engine.messages import DriverConfig
     from gputop.engine.nvml import NvmlSource
+    from gputop.engine.source import Source
     from gputop.sim import Clock, Scenario
 
     # The concrete sources keep the whole contract: one that drifts fails mypy here.
@@ -168,6 +170,8 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
     parser's, so a stored None would erase ``gputop --scenario F doctor``'s F. Read them with
     ``getattr(args, "demo", None)``, as :func:`source_from_args` does.
     """
+    import argparse
+
     group = parser.add_argument_group("data source")
     group.add_argument(
         "--demo",
@@ -211,5 +215,7 @@ def source_from_args(
 
 def timeout_of(args: argparse.Namespace) -> float:
     """The ``--timeout`` a command was given (the option stores no default), else the default."""
+    from gputop.engine.deadline import DEFAULT_TIMEOUT_S
+
     value = getattr(args, "timeout", None)
     return DEFAULT_TIMEOUT_S if value is None else float(value)

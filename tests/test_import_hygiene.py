@@ -9,6 +9,9 @@ first). A few entry points are also imported for real, each in a fresh interpret
 from __future__ import annotations
 
 import ast
+import os
+import signal
+import time
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -435,3 +438,114 @@ def test_no_import_circle() -> None:
     """A circle makes import order matter and a layer meaningless (deadline -> source ->
     isolated -> deadline was one: the NOT_RESPONDING stand-in now lives in the model)."""
     assert _circle() is None, " -> ".join(_circle() or ())
+
+
+# -- runtime: what the dashboard and its driver process hold in memory (issue 42) -------------
+# Each of these stays in memory as long as gputop runs (days, on some boxes): none is loaded
+# before it is needed. The dashboard's screens and dialogs load when first opened; json when a
+# container is named or a kill is logged; ssl never (the dashboard speaks no TLS: gputop.cli
+# keeps asyncio from loading it, 4 MiB).
+NOT_AT_FIRST_FRAME = (
+    "_ssl",
+    "gputop.ui.screens.confirm_kill",
+    "gputop.ui.screens.gpu_detail",
+    "gputop.ui.screens.help",
+    "gputop.ui.screens.process_detail",
+    "json",
+    "textual.widgets._checkbox",
+    "textual.widgets._radio_set",
+)
+# The driver process reads NVML: no command line, no sockets, no paths, no deadlines.
+NOT_IN_THE_DRIVER_PROCESS = ("argparse", "gputop.engine.deadline", "json", "pathlib", "socket")
+# The simulator (--demo) brings its own: its scenario files are TOML and JSON found by path.
+SIM_BRINGS = ("json", "pathlib")
+
+# A sitecustomize for both processes: on SIGUSR1, the names of the modules loaded (None
+# entries, which make an import fail, apart) into DIR/PID.json.
+_DUMP_ON_SIGNAL = """
+import os, signal, sys
+
+def _dump(signum, frame):
+    loaded = sorted(n for n, m in sys.modules.items() if m is not None)
+    blocked = sorted(n for n, m in sys.modules.items() if m is None)
+    path = os.path.join(os.environ["GPUTOP_TEST_MODULES_DIR"], f"{os.getpid()}.json")
+    with open(path + ".part", "w") as out:
+        out.write(repr((loaded, blocked)))
+    os.rename(path + ".part", path)
+
+signal.signal(signal.SIGUSR1, _dump)
+"""
+
+
+def _modules_of(pid: int, folder: Path) -> tuple[set[str], set[str]]:
+    """Ask ``pid`` for its modules (see _DUMP_ON_SIGNAL): (loaded, blocked)."""
+    os.kill(pid, signal.SIGUSR1)
+    path = folder / f"{pid}.json"
+    deadline = time.monotonic() + 10
+    while not path.exists():
+        assert time.monotonic() < deadline, f"process {pid} wrote no module list"
+        time.sleep(0.05)
+    loaded, blocked = ast.literal_eval(path.read_text())
+    return set(loaded), set(blocked)
+
+
+def test_the_dashboard_and_its_driver_process_load_only_what_the_first_frame_needs(
+    tmp_path: Path,
+) -> None:
+    import psutil
+
+    from tests.pty_terminal import clean_env, on_terminal
+
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(_DUMP_ON_SIGNAL)
+    env = clean_env()
+    env["PYTHONPATH"] = f"{hook}{os.pathsep}{env['PYTHONPATH']}"
+    env["GPUTOP_TEST_MODULES_DIR"] = str(tmp_path)
+    with on_terminal("--demo=dgx", size=(200, 60), env=env) as term:
+        term.wait_for(b"Processes")
+        term.read_for(1.5)  # a tick or two: the table filled in, its processes named
+        ui, ui_blocked = _modules_of(term.proc.pid, tmp_path)
+        drivers = [
+            p.pid
+            for p in psutil.Process(term.proc.pid).children()
+            if "gputop.engine.child" in " ".join(p.cmdline())
+        ]
+        assert len(drivers) == 1
+        driver, _ = _modules_of(drivers[0], tmp_path)
+        term.type(b"q")
+        assert term.read_to_end() == 0
+    assert "gputop.ui.screens.main" in ui and "textual.app" in ui  # the dashboard, drawn
+    assert "ssl" in ui_blocked  # asyncio's `import ssl` failed, as asyncio allows
+    assert sorted(ui & set(NOT_AT_FIRST_FRAME)) == []
+    assert "pynvml" in driver and "gputop.engine.nvml.reader" in driver  # the driver process
+    assert sorted(driver & set(NOT_IN_THE_DRIVER_PROCESS) - set(SIM_BRINGS)) == []
+
+
+def test_the_driver_process_on_a_real_driver_loads_none_of_what_it_does_not_need() -> None:
+    """What the driver process imports to read NVML (gputop.engine.child's boot, then
+    gputop.sources's driver_process_main and the reader), without the simulator."""
+    loaded = modules_after("import gputop.engine.child, gputop.sources, gputop.engine.nvml")
+    assert "pynvml" in loaded
+    assert sorted(loaded & set(NOT_IN_THE_DRIVER_PROCESS)) == []
+
+
+def test_only_the_dashboard_goes_without_ssl() -> None:
+    """gputop.cli keeps ssl out of the plain dashboard; every subcommand (fleet, web and export
+    may speak TLS) runs with it. Each subcommand's run() is replaced by one that imports ssl."""
+    code = (
+        "import argparse, importlib\n"
+        "import gputop.cli as cli\n"
+        "from gputop.exits import ExitSignals\n"
+        "def run(args):\n"
+        "    import ssl\n"
+        "    return 0 if ssl.SSLContext else 1\n"
+        "for name, (module, _help) in cli.SUBCOMMANDS.items():\n"
+        "    try:\n"
+        "        importlib.import_module(module).run = run\n"
+        "    except ModuleNotFoundError:  # an extra that is not installed\n"
+        "        continue\n"
+        "    assert cli._run(argparse.Namespace(command=name), ExitSignals()) == 0, name\n"
+        "    assert sys.modules['ssl'] is not None, name\n"
+    )
+    assert "ssl" in modules_after(code)

@@ -12,7 +12,6 @@ ever asked: names come from the runtimes' own files where this user may read the
 from __future__ import annotations
 
 import functools
-import json
 import os
 import re
 import socket
@@ -250,6 +249,8 @@ def _read_json(path: str) -> object:
         return None
     if len(raw) > _MAX_STATE_BYTES:
         return None
+    import json  # here: only a box with containers to name needs it, not every dashboard
+
     try:
         return json.loads(raw)
     except ValueError:

@@ -14,7 +14,6 @@ sent SIGCONT right after TERM or INT, or it would not act on them until resumed.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal as signal_module
 import threading
@@ -507,6 +506,8 @@ class Killer:
             self._log.extend(entries)
             if self.audit_log is None:
                 return None
+            import json  # here: only an audit log needs it, and the dashboard loads this module
+
             data = "".join(json.dumps(asdict(e)) + "\n" for e in entries).encode()
             where = clean(str(self.audit_log))  # the message is shown in the dashboard
             try:

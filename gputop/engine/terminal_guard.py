@@ -13,7 +13,6 @@ import faulthandler
 import os
 import time
 from itertools import count
-from pathlib import Path
 from typing import IO
 
 from gputop.engine.messages import TerminalGuard
@@ -93,6 +92,7 @@ def save_report(text: str) -> str | None:
     a new one (O_EXCL, no link followed, mode 0600); something already there gets a later name.
     """
     import tempfile
+    from pathlib import Path  # here: the driver process imports this module, rarely crashes
 
     from gputop.engine.private_file import UnsafeFile, create_fresh
 

@@ -11,7 +11,7 @@ import re
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import events
 from textual.app import App
@@ -28,10 +28,11 @@ from gputop.engine.source import Source
 from gputop.ui.bridge import SamplerFactory, SamplerLike, default_sampler
 from gputop.ui.keys import APP_BINDINGS
 from gputop.ui.messages import SnapshotReady
-from gputop.ui.screens.help import HelpScreen, key_sections
 from gputop.ui.screens.main import MainScreen
-from gputop.ui.screens.process_detail import ProcessDetailScreen
 from gputop.ui.screens.too_small import TooSmallScreen, too_small
+
+if TYPE_CHECKING:  # imported when first opened (the help, a process's detail): not at start
+    from gputop.ui.screens.process_detail import ProcessDetailScreen
 
 # The -/+ keys walk these; each lies within the bounds every interval obeys (argtypes, tested).
 INTERVAL_STEPS_S = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0)
@@ -192,6 +193,8 @@ class GputopApp(App[int]):
 
     def action_help(self) -> None:
         # Every key of every screen, whatever screen is on top.
+        from gputop.ui.screens.help import HelpScreen, key_sections  # when first opened
+
         sections = key_sections(self.key_label, readonly=self.readonly)
         self.push_screen(HelpScreen(sections, readonly=self.readonly))
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import socket
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,7 +79,9 @@ def read_static(handle: Any) -> Static:
 def read_system(*, simulated: bool) -> SystemInfo:
     """Host and driver facts."""
     return SystemInfo(
-        hostname=clean(socket.gethostname()),
+        # os.uname(), not socket.gethostname() (the same uname(2) on Linux): no socket module
+        # in the driver process for one name.
+        hostname=clean(os.uname().nodename),
         driver_version=text(
             first(("nvmlSystemGetDriverVersion", pynvml.nvmlSystemGetDriverVersion))
         ),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual import events, on
@@ -15,20 +15,20 @@ from textual.widgets import Footer, Input, Static
 
 from gputop import units
 from gputop.engine.history import History
-from gputop.engine.kill import Killer, KillResult, Signal
+from gputop.engine.kill import Signal
 from gputop.engine.model import ProcessRow, Snapshot
 from gputop.ui import rows as R
 from gputop.ui.bridge import current_user
 from gputop.ui.keys import MAIN_BINDINGS
 from gputop.ui.plain import plain
 from gputop.ui.screens import too_small as TOO_SMALL
-from gputop.ui.screens.confirm_kill import ConfirmKill
-from gputop.ui.screens.gpu_detail import GpuDetailScreen
-from gputop.ui.screens.process_detail import ProcessDetailScreen
 from gputop.ui.widgets.gpu_grid import GpuGrid
 from gputop.ui.widgets.gpu_panel import GpuPanel
 from gputop.ui.widgets.header import HeaderBar
 from gputop.ui.widgets.process_table import ProcessTable
+
+if TYPE_CHECKING:
+    from gputop.engine.kill import Killer, KillResult
 
 SORT_ORDER = tuple(R.Column)
 
@@ -254,6 +254,10 @@ class MainScreen(Screen[None]):
                 index = self.snapshot.gpus[0].index
         if index is None:
             return
+        # The detail and kill screens are imported when first opened, not at start: most runs
+        # never open them, and their modules stay in memory as long as the dashboard does.
+        from gputop.ui.screens.gpu_detail import GpuDetailScreen
+
         self.app.push_screen(GpuDetailScreen(index, self.history))
 
     def on_gpu_panel_selected(self, message: GpuPanel.Selected) -> None:
@@ -270,6 +274,8 @@ class MainScreen(Screen[None]):
             self._open_process(row, show_env=True)
 
     def _open_process(self, row: ProcessRow, *, show_env: bool = False) -> None:
+        from gputop.ui.screens.process_detail import ProcessDetailScreen  # when first opened
+
         self.app.push_screen(
             ProcessDetailScreen(row, dev_dir=self.dev_dir(), killer=self.killer, show_env=show_env)
         )
@@ -331,6 +337,8 @@ class MainScreen(Screen[None]):
         if not rows:
             self.app.notify("no process selected", severity="warning")
             return
+        from gputop.ui.screens.confirm_kill import ConfirmKill  # when first opened
+
         dialog = ConfirmKill(
             rows,
             self.killer,

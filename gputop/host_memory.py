@@ -70,7 +70,8 @@ def peak_rss_bytes() -> int | None:
 
 def _reset_peak() -> bool:
     try:
-        fd = os.open(_CLEAR_REFS, os.O_WRONLY)
+        # The kernel's own file, yet opened as every file gputop writes is (it may run as root).
+        fd = os.open(_CLEAR_REFS, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return False
     try:

@@ -66,10 +66,14 @@ elif role == "unkillable":
     # opens it for writing once gputop is gone or the FIFO removed: the child then runs `true`.
     fifo = os.path.join(os.getcwd(), "unkillable.fifo")
     os.mkfifo(fifo, 0o600)
+    closed_r, closed_w = os.pipe()  # the watchdog says when it holds no device file any more
     if os.fork() == 0:
         for f in files:
             f.close()
         sys.stdout.close()
+        os.close(closed_r)
+        os.write(closed_w, b"x")
+        os.close(closed_w)
         while owner_alive() and os.path.exists(fifo):
             time.sleep(0.5)
         try:
@@ -77,6 +81,9 @@ elif role == "unkillable":
         except OSError:
             pass
         os._exit(0)
+    os.close(closed_w)
+    os.read(closed_r, 1)  # "ready" only once the parent alone holds the device files
+    os.close(closed_r)
     print("ready", os.getpid(), flush=True)
     true = "/bin/true" if os.path.exists("/bin/true") else "/usr/bin/true"
     # the child holds no device file: only its parent is the stuck holder

@@ -24,11 +24,10 @@ from dataclasses import dataclass, field
 from types import ModuleType, TracebackType
 from typing import Any
 
-from gputop import reclaim
+from gputop import reclaim, units
 from gputop.engine.deadline import DEFAULT_TIMEOUT_S
 from gputop.engine.source import Source
 from gputop.errors import GputopError
-from gputop.units import MiB
 
 PREFIX = reclaim.PREFIX
 USAGE = (
@@ -148,10 +147,10 @@ class ExperimentReport:
             rows.append(
                 [
                     label,
-                    _mib(r.start_bytes),
-                    _signed(r.consumed_bytes),
-                    _mib(r.reclaimed_bytes),
-                    _signed(r.still_held_bytes),
+                    units.mib_rounded(r.start_bytes),
+                    units.mib_signed(r.consumed_bytes),
+                    units.mib_rounded(r.reclaimed_bytes),
+                    units.mib_signed(r.still_held_bytes),
                 ]
             )
         widths = [max(len(row[i]) for row in rows) for i in range(5)]
@@ -168,7 +167,9 @@ class ExperimentReport:
         if self.survivors:
             lines.append(
                 "largest survivors: "
-                + ", ".join(f"{s.name} {_mib(s.size_bytes)} ({s.kind})" for s in self.survivors)
+                + ", ".join(
+                    f"{s.name} {units.mib_rounded(s.size_bytes)} ({s.kind})" for s in self.survivors
+                )
             )
         return "\n".join(line.rstrip() for line in lines)
 
@@ -185,14 +186,6 @@ def _names(names: tuple[str, ...], most: int = 8) -> str:
         return ""
     shown = ", ".join(names[:most])
     return f" ({shown}{f', +{len(names) - most} more' if len(names) > most else ''})"
-
-
-def _mib(value: int | None) -> str:
-    return "n/a" if value is None else f"{round(value / MiB)} MiB"
-
-
-def _signed(value: int | None) -> str:
-    return "n/a" if value is None else f"{round(value / MiB):+d} MiB"
 
 
 _LABELS = {
@@ -377,7 +370,7 @@ class Experiment:
         now = reclaim.measure(self.source, gpu=self.gpu, timeout_s=self.timeout_s)
         readings = _readings(self._start, now, now)
         parts = [
-            f"{_LABELS[key]} {_signed(readings[key].consumed_bytes)}"
+            f"{_LABELS[key]} {units.mib_signed(readings[key].consumed_bytes)}"
             for key in ("gpu", "host_rss", "torch_allocated")
             if key in readings
         ]
@@ -557,9 +550,11 @@ def magic(shell: Any, source: Source | None, words: list[str], *, gpu: bool) -> 
         )
         line = f"{PREFIX} experiment{_quoted(e.name)} started"
         start = e._start.flat()
-        parts = [f"{_LABELS[k]} {_mib(start[k])}" for k in ("gpu", "host_rss") if k in start]
+        parts = [
+            f"{_LABELS[k]} {units.mib_rounded(start[k])}" for k in ("gpu", "host_rss") if k in start
+        ]
         if "torch_allocated" in start:
-            parts.append(f"torch allocated {_mib(start['torch_allocated'])}")
+            parts.append(f"torch allocated {units.mib_rounded(start['torch_allocated'])}")
         if e._start.gpu_error is not None:
             parts.append(f"GPU n/a: {e._start.gpu_error}")
         line += ": " + ", ".join(parts) if parts else ""

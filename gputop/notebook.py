@@ -31,7 +31,7 @@ import sys
 from dataclasses import dataclass
 from typing import IO, Any
 
-from gputop import api, experiment, reclaim, tracking
+from gputop import api, experiment, reclaim, tracking, units
 from gputop.engine.source import Source
 from gputop.errors import DriverCrashed, DriverTimeout
 from gputop.tracking import PEAK_EXACT, MemoryTrace, TorchMemory, Tracker, TrackReport, memory_table
@@ -155,14 +155,6 @@ def _torch_on_gpu(report: TrackReport) -> dict[int, TorchMemory]:
     }
 
 
-def _mib(value: int) -> str:
-    return f"{round(value / MiB)} MiB"
-
-
-def _signed(value: int) -> str:
-    return f"{round(value / MiB):+d} MiB"
-
-
 def _gib(value: int) -> str:
     return f"{value / GiB:.1f} GiB"
 
@@ -173,18 +165,18 @@ def _trace(name: str, t: MemoryTrace, kind: str) -> str:
     A sampled peak is a lower bound: ``(peak≥ +4000 MiB sampled)``.
     """
     at_least = "" if kind == PEAK_EXACT else "≥"
-    rise = _signed(t.peak_bytes - t.start_bytes)
-    return f"{name} {_signed(t.delta_bytes)} (peak{at_least} {rise} {kind})"
+    rise = units.mib_signed(t.peak_bytes - t.start_bytes)
+    return f"{name} {units.mib_signed(t.delta_bytes)} (peak{at_least} {rise} {kind})"
 
 
 def _gpu_part(r: TrackReport, index: int, trace: MemoryTrace, torch: dict[int, TorchMemory]) -> str:
     text = _trace(f"GPU{index}", trace, r.process_peak_kinds.get(index, "sampled"))
-    text += f" = {_mib(trace.end_bytes)}"
+    text += f" = {units.mib_rounded(trace.end_bytes)}"
     free = r.gpu_free_bytes.get(index)
     if free is not None:
         text += f", {_gib(free)} free"
     if len(r.torch_by_device) > 1 and index in torch:  # one device: the torch part says it
-        text += f", torch reclaimable {_mib(torch[index].reclaimable_bytes)}"
+        text += f", torch reclaimable {units.mib_rounded(torch[index].reclaimable_bytes)}"
     return text
 
 
@@ -204,14 +196,15 @@ def cell_line(record: CellRecord) -> str:
     parts.append("RSS n/a" if r.host_rss is None else _trace("RSS", r.host_rss, r.host_peak_kind))
     if r.torch is not None:
         t = r.torch
+        mib, signed = units.mib_rounded, units.mib_signed
         text = (
-            f"torch alloc {_signed(t.allocated.delta_bytes)} = {_mib(t.allocated.end_bytes)}"
-            f" (peak {_mib(t.allocated.peak_bytes)}), reserved {_mib(t.reserved.end_bytes)},"
-            f" reclaimable {_mib(t.reclaimable_bytes)}"
+            f"torch alloc {signed(t.allocated.delta_bytes)} = {mib(t.allocated.end_bytes)}"
+            f" (peak {mib(t.allocated.peak_bytes)}), reserved {mib(t.reserved.end_bytes)},"
+            f" reclaimable {mib(t.reclaimable_bytes)}"
         )
         overhead = r.context_overhead_bytes
         if overhead is not None:
-            text += f", context {_mib(overhead)}"
+            text += f", context {units.mib_rounded(overhead)}"
         elif r.torch_above_nvml:
             text += ", context n/a: torch reserved > NVML"
         parts.append(text)

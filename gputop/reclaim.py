@@ -25,12 +25,11 @@ from dataclasses import dataclass, field
 from types import FrameType, TracebackType
 from typing import Any
 
-from gputop import api, host_memory, torch_memory
+from gputop import api, host_memory, torch_memory, units
 from gputop.engine.deadline import DEFAULT_TIMEOUT_S
 from gputop.engine.sanitize import clean
 from gputop.engine.source import Source
 from gputop.torch_memory import DeviceNow
-from gputop.units import MiB
 
 PREFIX = "[gputop]"
 
@@ -283,18 +282,11 @@ def release(shell: Any | None) -> Released:
     )
 
 
-def _mib(value: int) -> str:
-    return f"{round(value / MiB)} MiB"
-
-
-def _signed(value: int) -> str:
-    return f"{round(value / MiB):+d} MiB"
-
-
 def _pair(name: str, before: int | None, after: int | None) -> str | None:
     if before is None or after is None:
         return None
-    return f"{name} {_mib(before)} -> {_mib(after)} ({_signed(after - before)})"
+    change = units.mib_signed(after - before)
+    return f"{name} {units.mib_rounded(before)} -> {units.mib_rounded(after)} ({change})"
 
 
 @dataclass(slots=True, kw_only=True)

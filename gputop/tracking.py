@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-from gputop import api, host_memory, torch_memory
+from gputop import api, host_memory, torch_memory, units
 from gputop.engine.deadline import DEFAULT_TIMEOUT_S
 from gputop.engine.model import PidMemory, pid_memory_of
 from gputop.engine.sanitize import clean
@@ -517,14 +517,6 @@ def track(
     )
 
 
-def _signed_mib(value: int | None) -> str:
-    return "n/a" if value is None else f"{round(value / MiB):+d} MiB"
-
-
-def _plain_mib(value: int | None) -> str:
-    return "n/a" if value is None else f"{round(value / MiB)} MiB"
-
-
 def _rise(trace: MemoryTrace | None) -> int | None:
     """How far the peak rose above the start value."""
     return None if trace is None else trace.peak_bytes - trace.start_bytes
@@ -549,10 +541,10 @@ def memory_table(rows: Iterable[tuple[str, TrackReport]], first: str = "stage") 
         line = [
             name,
             f"{r.duration_s:.2f} s",
-            _signed_mib(_delta(r.process)),
-            _signed_mib(_rise(r.process)),
-            _signed_mib(_delta(r.host_rss)),
-            _signed_mib(_rise(r.host_rss)),
+            units.mib_signed(_delta(r.process)),
+            units.mib_signed(_rise(r.process)),
+            units.mib_signed(_delta(r.host_rss)),
+            units.mib_signed(_rise(r.host_rss)),
         ]
         if with_torch:
             t = r.torch
@@ -560,10 +552,10 @@ def memory_table(rows: Iterable[tuple[str, TrackReport]], first: str = "stage") 
                 ["-"] * 4
                 if t is None
                 else [
-                    _signed_mib(t.allocated.delta_bytes),
-                    _plain_mib(t.allocated.peak_bytes),
-                    _plain_mib(t.reserved.end_bytes),
-                    _plain_mib(t.reclaimable_bytes),
+                    units.mib_signed(t.allocated.delta_bytes),
+                    units.mib_rounded(t.allocated.peak_bytes),
+                    units.mib_rounded(t.reserved.end_bytes),
+                    units.mib_rounded(t.reclaimable_bytes),
                 ]
             )
         body.append(line)

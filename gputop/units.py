@@ -79,6 +79,16 @@ def mib_number(value_bytes: int | None) -> str:
     return NA if value_bytes is None else str(whole_mib(value_bytes))
 
 
+def mib_rounded(value_bytes: int | None) -> str:
+    """``1300 MiB``: whole MiB, rounded (n/a when unknown); the notebook's and reports' figures."""
+    return "n/a" if value_bytes is None else f"{round(value_bytes / MiB)} MiB"
+
+
+def mib_signed(value_bytes: int | None) -> str:
+    """``+4000 MiB``: a change in whole MiB with its sign (n/a when unknown)."""
+    return "n/a" if value_bytes is None else f"{round(value_bytes / MiB):+d} MiB"
+
+
 def mib_pair(used_bytes: int | None, total_bytes: int | None, width: int = 0) -> str:
     """Used and total whole MiB, each right-aligned to ``width``: ``"61234 / 81920 MiB"`` (--once).
 

@@ -21,6 +21,8 @@ RSS against 55 MiB and against the floor's.
 
 GPUTOP_BENCH_FLOOR_SECONDS: the window (default 30); GPUTOP_BENCH_FLOOR_WARMUP: the warm-up after
 the first frame (default 10); GPUTOP_BENCH_FLOOR_ROUNDS: runs of each program (default 2).
+GPUTOP_BENCH_FLOOR_VS=DIR adds gputop as another tree has it (a worktree of an older commit, run
+from DIR: `git worktree add /tmp/base HEAD~1`), alternated in the same run, and prints new/old.
 GPUTOP_BENCH_FLOOR_WIDE=1 adds a fourth program, outside the ratios: textual_wide, the bare app
 painting 51 lines of 196 cells, all changed every second (about what gputop's dgx screen changes
 a tick), to tell Textual's cost per changed row from gputop's own; its ratio is printed apart.
@@ -95,8 +97,11 @@ def _memory(
     return rss / MIB, (uss / MIB if uss_known else None), tuple(each)
 
 
-def _measure(command: str, ready: tuple[str, ...], warmup_s: float, seconds: float) -> Run:
-    _tmux("new-session", "-d", "-s", SESSION, "-x", "200", "-y", "60", "-c", str(ROOT), command)
+def _measure(
+    command: str, ready: tuple[str, ...], warmup_s: float, seconds: float, cwd: Path = ROOT
+) -> Run:
+    # The pane starts in cwd: `python -m gputop` imports the gputop found there first.
+    _tmux("new-session", "-d", "-s", SESSION, "-x", "200", "-y", "60", "-c", str(cwd), command)
     root: psutil.Process | None = None
     procs: list[psutil.Process] = []
     try:
@@ -148,6 +153,12 @@ def main() -> None:
     programs = dict(PROGRAMS)
     if os.environ.get("GPUTOP_BENCH_FLOOR_WIDE") == "1":
         programs[WIDE[0]] = WIDE[1]
+    cwds = dict.fromkeys(programs, ROOT)
+    vs = os.environ.get("GPUTOP_BENCH_FLOOR_VS")
+    if vs:
+        programs["gputop_vs"] = PROGRAMS["gputop"]
+        cwds["gputop_vs"] = Path(vs).resolve()
+        print(f"gputop_vs: gputop from {cwds['gputop_vs']}", flush=True)
     names = list(programs)
     print(
         f"floor: bare Textual app + pynvml loop vs `gputop --demo={SCENARIO} --interval 1`, "
@@ -163,7 +174,7 @@ def main() -> None:
         order = names if r % 2 == 0 else names[::-1]
         for name in order:
             command, ready = programs[name]
-            runs[name].append(_measure(command, ready, warmup_s, seconds))
+            runs[name].append(_measure(command, ready, warmup_s, seconds, cwds[name]))
     for name in names:
         print(_line(name, runs[name]), flush=True)
     cpu = {name: median(r.cpu for r in runs[name]) for name in names}
@@ -174,6 +185,14 @@ def main() -> None:
         print(
             f"floor_wide_ratio (information, not the target): gputop {cpu['gputop']:.2f} % / "
             f"(textual_wide + pynvml) {wide:.2f} % = {cpu['gputop'] / wide if wide else 0:.2f}x",
+            flush=True,
+        )
+    if "gputop_vs" in cpu:
+        old_cpu, old_rss = cpu["gputop_vs"], rss["gputop_vs"]
+        print(
+            f"floor_vs: gputop {cpu['gputop']:.2f} % / gputop_vs {old_cpu:.2f} % = "
+            f"{cpu['gputop'] / old_cpu if old_cpu else 0:.2f}x CPU; RSS {rss['gputop']:.1f} / "
+            f"{old_rss:.1f} MiB ({rss['gputop'] - old_rss:+.1f} MiB)",
             flush=True,
         )
     floor_rss = rss["textual"] + rss["pynvml"]

@@ -45,6 +45,14 @@ def interval_seconds(text: str) -> float:
     return value
 
 
+def table_refresh_seconds(text: str) -> float:
+    """0 (every sample) or an interval within [MIN_INTERVAL_S, MAX_INTERVAL_S]."""
+    value = _number(text)
+    if value != 0 and not MIN_INTERVAL_S <= value <= MAX_INTERVAL_S:
+        raise argparse.ArgumentTypeError(f"must be 0 or from {INTERVAL_BOUNDS_HELP}: {text!r}")
+    return value
+
+
 def timeout_seconds(text: str) -> float:
     """A driver timeout in seconds within [MIN_TIMEOUT_S, MAX_TIMEOUT_S] (nan and inf refused)."""
     value = _number(text)

@@ -28,7 +28,14 @@ def _plain(text: str) -> bool:
 
 def cell_len(text: str) -> int:
     """``text``'s width in terminal cells."""
-    return len(text) if _plain(text) else _rich_cell_len(text)
+    if _plain(text):
+        return len(text)
+    if "\u200d" in text or "\ufe0f" in text:  # a joiner or VS16: Rich's rules for sequences
+        return _rich_cell_len(text)
+    # Character by character, not Rich's cell_len: that keeps each distinct string it measured
+    # (4,096 of them), and a dashboard's lines are new every second: ~1.5 MiB kept for nothing
+    # (issue 42). Its per-character sizes are cached too, bounded by the characters there are.
+    return sum(map(_char_cells, text))
 
 
 def cut(text: str, width: int) -> str:

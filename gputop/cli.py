@@ -18,7 +18,12 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NoReturn
 
-from gputop.argtypes import INTERVAL_BOUNDS_HELP, add_timeout_argument, interval_seconds
+from gputop.argtypes import (
+    INTERVAL_BOUNDS_HELP,
+    add_timeout_argument,
+    interval_seconds,
+    table_refresh_seconds,
+)
 from gputop.engine.deadline import DEFAULT_TIMEOUT_S
 from gputop.engine.sanitize import clean
 from gputop.errors import DriverTimeout, GputopError
@@ -447,6 +452,14 @@ def _add_main_options(parser: argparse.ArgumentParser) -> None:
         default=1.0,
         metavar="SEC",
         help=f"sampling interval in seconds, {INTERVAL_BOUNDS_HELP} (default 1)",
+    )
+    ui.add_argument(
+        "--table-refresh",
+        type=table_refresh_seconds,
+        default=None,
+        metavar="SEC",
+        help="draw the process table's numbers at most every SEC seconds (default 2; 0: every "
+        "sample); a process that comes or goes, a changed state and your keys show at once",
     )
     ui.add_argument(
         "--theme",

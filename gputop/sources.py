@@ -38,6 +38,12 @@ DEMO_ENV = "GPUTOP_DEMO"  # set to a scenario name (or "1" for the demo) to use 
 IN_PROCESS_ENV = "GPUTOP_IN_PROCESS"
 
 
+# What a monitor left running (the dashboard, the exporter) passes as ``slow_every_s``: the power
+# limit, PCIe link, ECC counts and compute/persistence/MIG modes read every 10 s, not every tick
+# (a quarter of the driver's NVML calls on dgx, issue 42).
+SLOW_EVERY_S = 10.0
+
+
 def open_source(
     *,
     demo: str | None = None,
@@ -47,6 +53,7 @@ def open_source(
     isolated: bool = False,
     guard_terminal: bool = False,
     counters: bool = False,
+    slow_every_s: float = 0.0,
 ) -> Source:
     """Open the real driver, or the simulated one when asked (or absent, with ``fallback_to_demo``).
 
@@ -57,6 +64,7 @@ def open_source(
     (gputop.engine.isolated) unless GPUTOP_IN_PROCESS=1; ``guard_terminal`` has that process
     mend the terminal if gputop dies (the dashboard). ``counters``: fill Snapshot.counters (the
     exporter's energy, Xid, NVLink... readings), which costs every tick; off, it stays empty.
+    ``slow_every_s``: see NvmlSource (a monitor passes SLOW_EVERY_S; 0, every reading).
     Raises DriverError with a one-line message when the driver cannot be used.
     """
     env = os.environ if environ is None else environ
@@ -72,6 +80,7 @@ def open_source(
             scenario=scenario,
             fallback_to_demo=fallback_to_demo,
             counters=counters,
+            slow_every_s=slow_every_s,
             boot=f"{__name__}:{driver_process_main.__name__}",  # the driver process starts here
         )
         return IsolatedSource(config, guard_terminal=guard_terminal)
@@ -81,6 +90,7 @@ def open_source(
         fallback_to_demo=fallback_to_demo,
         environ=env,
         counters=counters,
+        slow_every_s=slow_every_s,
     )
 
 
@@ -91,22 +101,27 @@ def _open_in_process(
     fallback_to_demo: bool,
     environ: Mapping[str, str],
     counters: bool,
+    slow_every_s: float,
 ) -> NvmlSource:
     """NvmlSource in this process: on the simulated box asked for, else the real driver (or the
     demo box where there is no NVIDIA library and ``fallback_to_demo`` allows it)."""
     from gputop import sim  # local: keep `import gputop.sources` free of pynvml
     from gputop.engine.nvml import NvmlSource
 
-    if demo is not None or scenario is not None:
-        lib = sim.install(sim.load_scenario(scenario or demo or "demo"), actors=True)
-        return NvmlSource(environ=environ, simulated=True, counters=counters, dev_dir=lib.dev_dir)
-    try:
-        return NvmlSource(environ=environ, counters=counters)
-    except DriverMissing:
-        if not fallback_to_demo:
-            raise
-    lib = sim.install(sim.load_scenario("demo"), actors=True)
-    return NvmlSource(environ=environ, simulated=True, counters=counters, dev_dir=lib.dev_dir)
+    if demo is None and scenario is None:
+        try:
+            return NvmlSource(environ=environ, counters=counters, slow_every_s=slow_every_s)
+        except DriverMissing:
+            if not fallback_to_demo:
+                raise
+    lib = sim.install(sim.load_scenario(scenario or demo or "demo"), actors=True)
+    return NvmlSource(
+        environ=environ,
+        simulated=True,
+        counters=counters,
+        dev_dir=lib.dev_dir,
+        slow_every_s=slow_every_s,
+    )
 
 
 def open_simulated(
@@ -123,7 +138,11 @@ def open_simulated(
 
     lib = sim.install(scenario, clock, actors=actors)
     return NvmlSource(
-        simulated=True, environ={}, dev_dir=lib.dev_dir, pcie_in_line=clock is not None
+        simulated=True,
+        environ={},
+        dev_dir=lib.dev_dir,
+        pcie_in_line=clock is not None,
+        clock=lib.clock.now,  # the slow readings' cadence follows the simulated clock too
     )
 
 
@@ -134,6 +153,11 @@ def open_for_driver(config: DriverConfig) -> NvmlSource:
     (``config.clock_origin_mono``), so a restarted driver process does not start its scenario
     over.
     """
+    # The driver layer's pynvml first, without ctypes.util (3.4 MiB for the process's life);
+    # the simulator's own `import pynvml` then finds it loaded.
+    from gputop.engine.nvml.pynvml_private import import_pynvml
+
+    import_pynvml()
     if config.clock_origin_mono is not None:
         from gputop.sim import clock
 
@@ -144,6 +168,7 @@ def open_for_driver(config: DriverConfig) -> NvmlSource:
         fallback_to_demo=config.fallback_to_demo,
         environ=os.environ,
         counters=config.counters,
+        slow_every_s=config.slow_every_s,
     )
 
 
@@ -198,10 +223,12 @@ def source_from_args(
     fallback_to_demo: bool = False,
     guard_terminal: bool = False,
     counters: bool = False,
+    slow_every_s: float = 0.0,
 ) -> Source:
     """Open the source the parsed --demo/--scenario options ask for, in a driver process.
 
-    ``counters``: only for what shows Snapshot.counters (the exporter, --json).
+    ``counters``: only for what shows Snapshot.counters (the exporter, --json);
+    ``slow_every_s``: SLOW_EVERY_S for a monitor left running (see open_source).
     """
     return open_source(
         demo=getattr(args, "demo", None),
@@ -210,6 +237,7 @@ def source_from_args(
         isolated=True,
         guard_terminal=guard_terminal,
         counters=counters,
+        slow_every_s=slow_every_s,
     )
 
 

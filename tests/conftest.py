@@ -91,7 +91,9 @@ def sim_source(sim_clock: sim.ManualClock) -> Iterator[SimFactory]:
         if isinstance(scenario, dict):
             scenario = Scenario.from_dict(scenario)
         lib = sim.install(scenario, clock or sim_clock)
-        source = NvmlSource(simulated=True, environ=env, dev_dir=lib.dev_dir)  # never /dev
+        source = NvmlSource(  # never /dev; slow readings on the simulated clock
+            simulated=True, environ=env, dev_dir=lib.dev_dir, clock=lib.clock.now
+        )
         opened.append(source)
         return source, lib
 

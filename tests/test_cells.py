@@ -36,6 +36,25 @@ def test_widths_are_rich_widths() -> None:
         assert cells.cell_len(text) == rich_cell_len(text), text
 
 
+def test_widths_of_joined_sequences_follow_rich() -> None:
+    # Not clean text (clean() escapes joiners and VS16), but cell_len must not differ there.
+    for text in ("👩\u200d💻 dev", "❤\ufe0f ok", "a\u200db"):
+        assert cells.cell_len(text) == rich_cell_len(text), text
+
+
+def test_measuring_keeps_no_string() -> None:
+    """A dashboard's lines are new every second: measuring them must not grow Rich's cache of
+    measured strings (4,096 of them, ~1.5 MiB, held for as long as gputop runs)."""
+    from rich.cells import cached_cell_len
+
+    assert rich_cell_len("UTIL █████▎ 55% ▅▆▆▆▅▄") == 22  # every character one cell
+    before = cached_cell_len.cache_info().currsize
+    for i in range(500):
+        line = f"UTIL █████▎ {i:5d}% ▅▆▆▆▅▄"
+        assert cells.cell_len(line) == len(line)
+    assert cached_cell_len.cache_info().currsize == before
+
+
 def test_pad_to_cells_never_cuts() -> None:
     assert cells.ljust("用户", 6) == "用户  " and cells.rjust("用户", 6) == "  用户"
     assert cells.ljust(MARKS, 7) == MARKS + "  "

@@ -443,10 +443,12 @@ def test_no_import_circle() -> None:
 # -- runtime: what the dashboard and its driver process hold in memory (issue 42) -------------
 # Each of these stays in memory as long as gputop runs (days, on some boxes): none is loaded
 # before it is needed. The dashboard's screens and dialogs load when first opened; json when a
-# container is named or a kill is logged; ssl never (the dashboard speaks no TLS: gputop.cli
+# container is named or a kill is logged; the Killer (gputop.engine.kill, 0.85 MiB) at the first
+# kill, detail or signal log; ssl never (the dashboard speaks no TLS: gputop.cli
 # keeps asyncio from loading it, 4 MiB).
 NOT_AT_FIRST_FRAME = (
     "_ssl",
+    "gputop.engine.kill",
     "gputop.ui.screens.confirm_kill",
     "gputop.ui.screens.gpu_detail",
     "gputop.ui.screens.help",
@@ -455,10 +457,29 @@ NOT_AT_FIRST_FRAME = (
     "textual.widgets._checkbox",
     "textual.widgets._radio_set",
 )
-# The driver process reads NVML: no command line, no sockets, no paths, no deadlines.
-NOT_IN_THE_DRIVER_PROCESS = ("argparse", "gputop.engine.deadline", "json", "pathlib", "socket")
-# The simulator (--demo) brings its own: its scenario files are TOML and JSON found by path.
-SIM_BRINGS = ("json", "pathlib")
+# The driver process reads NVML: no command line, no sockets, no paths, no deadlines, and no
+# ctypes.util (pynvml imports it, never calls it: pynvml_private.import_pynvml), which would
+# bring subprocess, tempfile, shutil, bz2, lzma and random. Nor the simulator's file readers.
+NOT_IN_THE_DRIVER_PROCESS = (
+    "argparse",
+    "bz2",
+    "ctypes.util",
+    "gputop.engine.deadline",
+    "importlib.resources",
+    "json",
+    "lzma",
+    "pathlib",
+    "random",
+    "shutil",
+    "socket",
+    "subprocess",
+    "tempfile",
+    "tomllib",
+    "zipfile",
+)
+# The simulator (--demo) brings its own: the TOML parser of its scenario file. No actor
+# processes on dgx, no JSON file, a shipped file read by its path: nothing else.
+SIM_BRINGS = ("tomllib",)
 
 # A sitecustomize for both processes: on SIGUSR1, the names of the modules loaded (None
 # entries, which make an import fail, apart) into DIR/PID.json.

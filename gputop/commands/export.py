@@ -339,12 +339,13 @@ def run(args: argparse.Namespace) -> int:
 def _run_until(args: argparse.Namespace, stop: threading.Event) -> None:
     from gputop.engine.sampler import Sampler
     from gputop.export.feed import SampleFeed
-    from gputop.sources import source_from_args
+    from gputop.sources import SLOW_EVERY_S, source_from_args
 
     parts = _check_outputs(args)
     source = None
     try:
-        source = source_from_args(args, counters=True)  # energy, Xid, NVLink... are exported
+        # energy, Xid, NVLink... are exported; ECC totals and modes every 10 s, as the panel
+        source = source_from_args(args, counters=True, slow_every_s=SLOW_EVERY_S)
         opened = _await_driver(source)
         parts.sampler = Sampler(source, interval_s=args.interval)
         feed = SampleFeed(parts.sampler, hostname=getattr(args, "hostname", None))

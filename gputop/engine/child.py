@@ -37,7 +37,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from gputop.engine.in_flight import in_flight
@@ -207,7 +206,7 @@ class _Child:
             self._set_busy(None, None)
         # gputop's request number is the snapshot's: it goes on rising across restarts.
         with self._snap_lock:
-            shell, lists = self._lists.encode(replace(snapshot, seq=seq))
+            shell, lists = self._lists.encode(snapshot, seq=seq)
             self._send(Reading(seq, shell, lists))
 
     def _read_pids(self, source: NvmlSource, request: Pids) -> None:

@@ -25,11 +25,11 @@ from pathlib import Path
 
 import psutil
 
+from gputop.engine.audit_log import check_audit_log
 from gputop.engine.model import GpuSample, GpuState, ProcessRow, ProcInfo, ProcState, Snapshot
 from gputop.engine.private_file import UnsafeFile, open_private
 from gputop.engine.proc_lookup import read_proc
 from gputop.engine.sanitize import clean
-from gputop.errors import UsageError
 from gputop.units import GiB, MiB
 
 _CREATE_TIME_TOLERANCE_S = 0.01  # the same process always reports the same create time
@@ -327,11 +327,8 @@ class Killer:
         self.audit_log = Path(audit_log) if audit_log is not None else None
         self._log: list[AuditEntry] = []
         self._lock = threading.Lock()
-        if self.audit_log is not None:
-            try:
-                os.close(open_private(self.audit_log, append=True))
-            except UnsafeFile as exc:
-                raise UsageError(f"cannot write audit log {audit_log}: {exc.reason}") from None
+        if audit_log is not None:
+            check_audit_log(audit_log)
 
     @property
     def log(self) -> tuple[AuditEntry, ...]:

@@ -46,6 +46,8 @@ class DriverConfig:
     scenario: str | None = None
     fallback_to_demo: bool = False
     counters: bool = False  # read Snapshot.counters (the exporter's): costs every tick
+    # Seconds between reads of the readings only an administrator changes (0: every reading).
+    slow_every_s: float = 0.0
     # The simulated clock's origin (time.monotonic()): a restarted driver process continues it.
     clock_origin_mono: float | None = None
     boot: str = DEFAULT_BOOT

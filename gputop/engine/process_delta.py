@@ -15,11 +15,12 @@ afresh.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from itertools import compress
 from operator import attrgetter, is_not
+from typing import Any
 
-from gputop.engine.model import GpuProcess, Snapshot
+from gputop.engine.model import GpuProcess, GpuSample, Snapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,17 +60,42 @@ def _start(lasts: dict[int, _Last], index: int, listed: tuple[GpuProcess, ...]) 
         lasts.pop(index, None)
 
 
+_GPU_NAMES = tuple(f.name for f in fields(GpuSample))
+_gpu_values = attrgetter(*_GPU_NAMES)  # every field of a GpuSample, in one C call
+_GPU_SLOTS = tuple(getattr(GpuSample, name) for name in _GPU_NAMES)
+_PROCESSES_AT = _GPU_NAMES.index("processes")
+
+
+def with_processes(gpu: GpuSample, processes: tuple[GpuProcess, ...]) -> GpuSample:
+    """``gpu`` with ``processes`` as its list: dataclasses.replace's result, in half its time.
+
+    Each end does it for every GPU of every reading, and replace looks the fields up, checks
+    them and runs the generated __init__ (58 fields) again; a GpuSample's fields are known and
+    all kept as they were, so they are copied slot to slot.
+    """
+    values: list[Any] = list(_gpu_values(gpu))
+    values[_PROCESSES_AT] = processes
+    copy: GpuSample = object.__new__(GpuSample)
+    for slot, value in zip(_GPU_SLOTS, values, strict=True):
+        slot.__set__(copy, value)
+    return copy
+
+
 class ListEncoder:
     """The driver process's end: snapshots with their process lists taken out as :data:`Lists`."""
 
     def __init__(self) -> None:
         self._last: dict[int, _Last] = {}
 
-    def encode(self, snapshot: Snapshot) -> tuple[Snapshot, Lists]:
-        """The snapshot without process entries, and each GPU's list (in ``gpus`` order)."""
+    def encode(self, snapshot: Snapshot, seq: int | None = None) -> tuple[Snapshot, Lists]:
+        """The snapshot without process entries, and each GPU's list (in ``gpus`` order).
+
+        ``seq``: the shell's seq instead of the snapshot's (the driver process numbers readings
+        by gputop's requests), set in the same copy.
+        """
         lists = tuple(self._change(gpu.index, gpu.processes) for gpu in snapshot.gpus)
-        gpus = tuple(replace(gpu, processes=()) if gpu.processes else gpu for gpu in snapshot.gpus)
-        return replace(snapshot, gpus=gpus), lists
+        gpus = tuple(with_processes(gpu, ()) if gpu.processes else gpu for gpu in snapshot.gpus)
+        return replace(snapshot, gpus=gpus, seq=snapshot.seq if seq is None else seq), lists
 
     def _change(
         self, index: int, listed: tuple[GpuProcess, ...]
@@ -124,7 +150,7 @@ class ListDecoder:
         gpus = []
         for gpu, item in zip(snapshot.gpus, lists, strict=True):
             listed = self._apply(gpu.index, item)
-            gpus.append(replace(gpu, processes=listed) if listed else gpu)
+            gpus.append(with_processes(gpu, listed) if listed else gpu)
         return replace(snapshot, gpus=tuple(gpus))
 
     def _apply(

@@ -12,15 +12,18 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import shutil
 import signal
-import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gputop.sim.devices import fill, remove_all
+
+# Imported where actors start: every simulated box loads this module (for ActorSpec), most have
+# no actors (dgx), and the driver process would hold these for as long as it runs.
+if TYPE_CHECKING:
+    import subprocess
+    from pathlib import Path
 
 # The one script every actor runs; the role comes from the environment so argv stays realistic.
 ACTOR_SCRIPT = r"""
@@ -140,6 +143,9 @@ class Cast:
 
     def stop(self) -> None:
         """Kill every actor (and the zombie's parent, which reaps it) and remove the directory."""
+        import shutil
+        import subprocess  # loaded already: start_cast started the actors with it
+
         # An unkillable actor's blocked child: its FIFO opened for writing, it runs `true` and
         # its parent leaves state D (a vfork wait is killable, but the child would stay).
         with contextlib.suppress(OSError):
@@ -172,6 +178,10 @@ def stop_all() -> None:
 
 def start_cast(specs: tuple[ActorSpec, ...], device_names: tuple[str, ...]) -> Cast:
     """Start every actor and wait until each holds its files; returns their PIDs by name."""
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
     root = Path(tempfile.mkdtemp(prefix="gputop-demo-"))
     cast = Cast(root=root)
     _STARTED.append(cast)

@@ -6,6 +6,9 @@ offer to kill them), so every simulated library has a private folder (0700) of i
 first use and removed at exit. A process that dies without tidying up (a driver process killed
 for a hang, or crashed on purpose by a scenario) leaves its folder behind: the next folder made
 removes every such one whose maker is gone.
+
+Plain ``os`` calls, not tempfile, shutil and pathlib: the driver process of ``--demo`` holds this
+module for as long as it runs, and those three (with random) cost it 1.2 MiB.
 """
 
 from __future__ import annotations
@@ -13,13 +16,13 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import shutil
 import stat
-import tempfile
-from pathlib import Path
 
-PREFIX = "gputop-sim-"  # then the maker's PID, a dash, and mkdtemp's random part
-_MADE: list[Path] = []  # every folder this process made
+PREFIX = "gputop-sim-"  # then the maker's PID, a dash, and a random part
+_MADE: list[str] = []  # every folder this process made
+# Where tempfile.gettempdir() looks, in its order (it also falls back to the working directory).
+_TEMP_ENV = ("TMPDIR", "TEMP", "TMP")
+_TEMP_DIRS = ("/tmp", "/var/tmp", "/usr/tmp")
 
 
 def device_names(gpus: int) -> tuple[str, ...]:
@@ -27,36 +30,80 @@ def device_names(gpus: int) -> tuple[str, ...]:
     return (*(f"nvidia{i}" for i in range(gpus)), "nvidiactl", "nvidia-uvm")
 
 
-def fill(dev: Path, names: tuple[str, ...]) -> None:
+def fill(dev: str | os.PathLike[str], names: tuple[str, ...]) -> None:
     """Create the stand-in device files (empty regular files) in ``dev``."""
     for name in names:
-        (dev / name).touch(mode=0o600)
+        # Path.touch's flags (an existing file is kept): the folder is fresh, ours, 0700.
+        os.close(
+            os.open(
+                os.path.join(dev, name),
+                os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                0o600,
+            )
+        )
 
 
 def make_private(gpus: int) -> str:
     """A new private folder ``<tmp>/gputop-sim-<pid>-XXXX/dev`` holding the stand-in files."""
-    sweep(tempfile.gettempdir())
-    root = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))  # 0700, a fresh name
+    tmp = temp_dir()
+    sweep(tmp)
+    root = _make_fresh(tmp, f"{PREFIX}{os.getpid()}-")
     _MADE.append(root)
-    atexit.register(shutil.rmtree, root, True)
-    dev = root / "dev"
-    dev.mkdir(mode=0o700)
+    atexit.register(remove_tree, root)
+    dev = os.path.join(root, "dev")
+    os.mkdir(dev, 0o700)
     fill(dev, device_names(gpus))
-    return str(dev)
+    return dev
+
+
+def temp_dir() -> str:
+    """The folder for temporary files, as ``tempfile.gettempdir()`` chooses it: the first of
+    $TMPDIR, $TEMP, $TMP, /tmp, /var/tmp, /usr/tmp that is a folder we may write in."""
+    for where in (*(os.environ.get(name) for name in _TEMP_ENV), *_TEMP_DIRS):
+        if where and os.path.isdir(where) and os.access(where, os.W_OK | os.X_OK):
+            return os.path.abspath(where)
+    return os.getcwd()  # tempfile's last resort too
+
+
+def _make_fresh(tmp: str, prefix: str) -> str:
+    """A new folder ``tmp/prefix<random>``, 0700 and never one that was there (mkdtemp's)."""
+    while True:
+        path = os.path.join(tmp, prefix + os.urandom(6).hex())
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:  # a name already taken: draw another
+            continue
+        return path
 
 
 def remove(dev_dir: str) -> None:
     """Remove a folder made by :func:`make_private` (``dev_dir`` is its ``dev``)."""
-    root = Path(dev_dir).parent
-    if root.name.startswith(PREFIX):  # never anything else, whatever we are given
-        shutil.rmtree(root, ignore_errors=True)
+    root = os.path.dirname(os.path.normpath(dev_dir))
+    if os.path.basename(root).startswith(PREFIX):  # never anything else, whatever we are given
+        remove_tree(root)
 
 
 def remove_all() -> None:
     """Remove every folder this process made (a driver process leaves by ``os._exit``, which
     runs no atexit handler: it calls this first)."""
     for root in _MADE:
-        shutil.rmtree(root, ignore_errors=True)
+        remove_tree(root)
+
+
+def remove_tree(path: str) -> None:
+    """Remove the folder ``path`` and all in it, as far as possible (``shutil.rmtree(path,
+    ignore_errors=True)``); a link, ``path`` itself or in it, is never followed."""
+    if os.path.islink(path):
+        return  # as rmtree: a link planted under our folder's name is left alone
+    with contextlib.suppress(OSError), os.scandir(path) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                remove_tree(entry.path)
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+    with contextlib.suppress(OSError):
+        os.rmdir(path)
 
 
 def sweep(tmp: str) -> None:
@@ -74,7 +121,7 @@ def sweep(tmp: str) -> None:
         with contextlib.suppress(OSError):
             info = os.lstat(path)  # lstat: a link planted under our name is never followed
             if stat.S_ISDIR(info.st_mode) and info.st_uid == me:
-                shutil.rmtree(path, ignore_errors=True)
+                remove_tree(path)
 
 
 def _alive(pid: int) -> bool:

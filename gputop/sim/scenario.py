@@ -8,15 +8,12 @@ a run is deterministic for a given seed and clock. See gputop/sim/scenarios/demo
 from __future__ import annotations
 
 import functools
-import json
 import math
-import random
+import os
 import stat
-import tomllib
 import zlib
+from _random import Random  # random.Random's C generator: see _unit_random
 from dataclasses import dataclass, field, fields, replace
-from importlib import resources
-from pathlib import Path
 from typing import Any
 
 from gputop.engine.model import THROTTLE_REASON_BITS
@@ -586,21 +583,29 @@ def _actor_from_dict(spec: dict[str, Any]) -> ActorSpec:
 SHIPPED = ("demo", "dgx", "faults", "flaky", "mig", "sick")
 
 
-def load_scenario(name_or_path: str | Path) -> Scenario:
+def load_scenario(name_or_path: str | os.PathLike[str]) -> Scenario:
     """Load a shipped scenario by name (demo, dgx, faults, flaky, mig, sick) or a TOML/JSON file.
 
     Any problem with a file (missing, unreadable, not text, not TOML/JSON, bad content) raises
     UsageError with one line naming the file and the reason.
     """
+    # The parsers are imported here, not with the module: the driver process holds the
+    # simulator for as long as it runs and parses one file, once.
+    import tomllib
+
     if str(name_or_path) in SHIPPED:
-        res = resources.files("gputop.sim").joinpath("scenarios", f"{name_or_path}.toml")
-        return Scenario.from_dict(tomllib.loads(res.read_text(encoding="utf-8")))
-    path = Path(name_or_path)
+        return Scenario.from_dict(tomllib.loads(_shipped_text(str(name_or_path))))
+    path = os.fspath(name_or_path)
     where = f"scenario {clean(str(name_or_path))}"
     text = _decode(_read_file(path, where), where)
-    kind = "JSON" if path.suffix.lower() == ".json" else "TOML"
+    kind = "JSON" if os.path.splitext(path)[1].lower() == ".json" else "TOML"
     try:
-        data = json.loads(text) if kind == "JSON" else tomllib.loads(text)
+        if kind == "JSON":
+            import json
+
+            data = json.loads(text)
+        else:
+            data = tomllib.loads(text)
     except ValueError as exc:  # JSONDecodeError and TOMLDecodeError are both ValueErrors
         raise UsageError(f"{where}: not valid {kind}: {clean(str(exc))}") from None
     if not isinstance(data, dict):
@@ -617,20 +622,38 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
 MAX_SCENARIO_BYTES = 16 * 1024 * 1024  # scenarios are a few KiB; this is surely not one
 
 
-def _read_file(path: Path, where: str) -> bytes:
+def _shipped_text(name: str) -> str:
+    """A shipped scenario's TOML, from the package's folder: importlib.resources (zipfile,
+    pathlib: 1.3 MiB in the driver process) only where the package is not one (a zip)."""
+    try:
+        with open(
+            os.path.join(os.path.dirname(__file__), "scenarios", f"{name}.toml"), encoding="utf-8"
+        ) as file:
+            return file.read()
+    except OSError:
+        from importlib import resources
+
+        res = resources.files("gputop.sim").joinpath("scenarios", f"{name}.toml")
+        return res.read_text(encoding="utf-8")
+
+
+def _read_file(path: str, where: str) -> bytes:
     """The file's bytes, or UsageError saying in words why they cannot be had."""
     try:
-        info = path.stat()  # before open(): opening a FIFO would block
+        info = os.stat(path)  # before open(): opening a FIFO would block
         if stat.S_ISDIR(info.st_mode):
             raise UsageError(f"{where}: is a directory")
         if not stat.S_ISREG(info.st_mode):
             raise UsageError(f"{where}: not a regular file")
         if info.st_size > MAX_SCENARIO_BYTES:
             raise UsageError(f"{where}: too large ({info.st_size} bytes) for a scenario")
-        return path.read_bytes()
+        with open(path, "rb") as file:
+            return file.read()
     except FileNotFoundError:
+        from pathlib import PurePath  # the name as it always read (PurePath's spelling)
+
         # Also what a mistyped --demo NAME ends in, so the shipped names are listed.
-        name, shipped = clean(str(path)), ", ".join(SHIPPED)
+        name, shipped = clean(str(PurePath(path))), ", ".join(SHIPPED)
         raise UsageError(f"no scenario {name!r}: no such file (shipped: {shipped})") from None
     except OSError as exc:
         reason = (exc.strerror or type(exc).__name__).lower()
@@ -649,7 +672,14 @@ def _decode(raw: bytes, where: str) -> str:
         ) from None
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=1024)
 def _unit_random(seed: int) -> float:
-    """``random.Random(seed).random()``, remembered: seeding a generator per read was costly."""
-    return random.Random(seed).random()
+    """``random.Random(seed).random()``, remembered: seeding a generator per read was costly.
+
+    The seeds are new each second, so only reads within a second meet again: a few hundred on a
+    box like dgx. 4,096 kept stale seconds for nothing (0.5 MiB of the demo's driver process).
+
+    The C class random.Random is built on gives the same number for an int seed; the random
+    module itself would bring sha512 and bisect into the driver process for nothing.
+    """
+    return Random(seed).random()

@@ -85,13 +85,15 @@ def run_dashboard(args: argparse.Namespace, *, signals: ExitSignals | None = Non
     live as long as gputop: collecting them while they are made is wasted work), and the one
     collection before the heap is frozen runs while the driver may still be opening.
     """
-    from gputop.sources import source_from_args
+    from gputop.sources import SLOW_EVERY_S, source_from_args
 
     collecting = gc.isenabled()
     gc.disable()  # until _settle_heap has collected once and frozen what is left
     try:
         # If gputop dies without closing the dashboard, the driver process puts the terminal back.
-        source = source_from_args(args, fallback_to_demo=True, guard_terminal=True)
+        source = source_from_args(
+            args, fallback_to_demo=True, guard_terminal=True, slow_every_s=SLOW_EVERY_S
+        )
         early: EarlySampler | None = None
         try:
             early = EarlySampler(source, interval_s=getattr(args, "interval", 1.0))
@@ -114,6 +116,7 @@ def run_dashboard(args: argparse.Namespace, *, signals: ExitSignals | None = Non
             app = make_app(
                 source,
                 interval_s=getattr(args, "interval", 1.0),
+                table_refresh_s=getattr(args, "table_refresh", None),
                 readonly=getattr(args, "readonly", False),
                 audit_log=getattr(args, "audit_log", None),
                 theme=theme,

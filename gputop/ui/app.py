@@ -21,8 +21,8 @@ from textual.geometry import Size
 from textual.reactive import var
 from textual.screen import Screen
 
+from gputop.engine.audit_log import check_audit_log
 from gputop.engine.history import History
-from gputop.engine.kill import Killer
 from gputop.engine.model import Snapshot
 from gputop.engine.source import Source
 from gputop.ui.bridge import SamplerFactory, SamplerLike, default_sampler
@@ -32,6 +32,7 @@ from gputop.ui.screens.main import MainScreen
 from gputop.ui.screens.too_small import TooSmallScreen, too_small
 
 if TYPE_CHECKING:  # imported when first opened (the help, a process's detail): not at start
+    from gputop.engine.kill import Killer
     from gputop.ui.screens.process_detail import ProcessDetailScreen
 
 # The -/+ keys walk these; each lies within the bounds every interval obeys (argtypes, tested).
@@ -65,12 +66,16 @@ class GputopApp(App[int]):
         sampler_factory: SamplerFactory | None = None,
         start_sampler: bool = True,
         clock: Callable[[], float] = time.monotonic,
+        table_refresh_s: float | None = None,
     ) -> None:
         super().__init__()
         self.source = source
         self.interval_s = interval_s
         self.readonly = readonly
-        self.killer = None if readonly else Killer(audit_log=audit_log)
+        self.audit_log = audit_log
+        self._killer: Killer | None = None  # built when first needed: see killer
+        if not readonly and audit_log is not None:
+            check_audit_log(audit_log)  # an unwritable log fails now, not at the first kill
         self.requested_theme = theme
         self.clock = clock
         self._started_at = clock()
@@ -87,11 +92,26 @@ class GputopApp(App[int]):
         self.history = self.sampler.history if self.sampler else History()
         self.main_screen = MainScreen(
             history=self.history,
-            killer=self.killer,
+            killer=None if readonly else self._the_killer,
             # No source (scenes, tests posting snapshots): no box, so no device folder to read.
             # Asked when needed: the driver may not have said yet, and a restart may move it.
             dev_dir=(lambda: source.dev_dir) if source is not None else (lambda: os.devnull),
+            table_refresh_s=table_refresh_s,
         )
+
+    @property
+    def killer(self) -> Killer | None:
+        """What sends signals; None in --readonly."""
+        return None if self.readonly else self._the_killer()
+
+    def _the_killer(self) -> Killer:
+        # Built, and gputop.engine.kill imported (0.85 MiB), when first needed: drawing the
+        # dashboard never needs it (issue 42).
+        if self._killer is None:
+            from gputop.engine.kill import Killer
+
+            self._killer = Killer(audit_log=self.audit_log)
+        return self._killer
 
     def get_driver_class(self) -> type[Driver]:
         driver = super().get_driver_class()
@@ -240,8 +260,11 @@ def make_app(
     sampler_factory: SamplerFactory | None = None,
     start_sampler: bool = True,
     clock: Callable[[], float] = time.monotonic,
+    table_refresh_s: float | None = None,
 ) -> GputopApp:
-    """The dashboard app, as the CLI and the tests build it."""
+    """The dashboard app, as the CLI and the tests build it. ``table_refresh_s``: the process
+    table's numbers at most this often (None: process_table.TABLE_REFRESH_S; 0: every snapshot).
+    """
     return GputopApp(
         source,
         interval_s=interval_s,
@@ -251,4 +274,5 @@ def make_app(
         sampler_factory=sampler_factory,
         start_sampler=start_sampler,
         clock=clock,
+        table_refresh_s=table_refresh_s,
     )

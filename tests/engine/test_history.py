@@ -127,6 +127,46 @@ def test_memory_flat_over_many_ticks() -> None:
     assert h.tracked_processes() <= 200
 
 
+def test_ten_minutes_of_eight_gpus_fit_in_half_a_mib() -> None:
+    """The series are machine integers: a full history of a busy 8-GPU box (every value a
+    large number) costs well under the ~1.8 MiB a dict of tuples of Python ints a tick did."""
+    h = History()  # HISTORY_TICKS: ten minutes at 1 s
+    gpus = [
+        make_gpu(
+            i,
+            memory_used_bytes=40 * GiB + i,
+            power_draw_mw=400_000 + i,
+            clock_sm_mhz=1980 + i,
+            clock_memory_mhz=2619 + i,
+            pcie_rx_kbps=1_000_000 + i,
+            pcie_tx_kbps=2_000_000 + i,
+        )
+        for i in range(8)
+    ]
+    snaps = [make_snapshot(seq, gpus=tuple(gpus)) for seq in range(h.maxlen + 50)]
+    tracemalloc.start()
+    try:
+        for snap in snaps:
+            h.append(snap)
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert held < 512 * 1024, held
+    assert h.series(7, "pcie_tx_kbps")[-1] == 2_000_007 and len(h) == h.maxlen
+
+
+def test_a_gpu_seen_late_has_none_before_and_wraps_with_the_ring() -> None:
+    h = History(maxlen=4)
+    h.append(make_snapshot(1, gpus=(make_gpu(0, temperature_c=50),)))
+    h.append(make_snapshot(2, gpus=(make_gpu(0, temperature_c=51), make_gpu(3, temperature_c=70))))
+    assert h.series(3, "temperature_c") == [None, 70]
+    for seq in range(3, 8):
+        h.append(make_snapshot(seq, gpus=(make_gpu(0, temperature_c=50 + seq),)))
+    assert h.series(0, "temperature_c") == [54, 55, 56, 57]
+    assert h.series(3, "temperature_c") == [None, None, None, None]  # its 70 left the window
+    assert h.tail(0, ("temperature_c",), 2) == (7, [[56, 57]])
+
+
 def test_tail_reads_the_newest_values_of_several_metrics_and_the_sample_count() -> None:
     history = History(maxlen=5)
     for i in range(8):

@@ -3,6 +3,7 @@ unchanged entries (and unchanged lists) the very objects they were."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import replace
 
@@ -12,7 +13,13 @@ from gputop import sim
 from gputop.engine.isolated import DriverConfig, IsolatedSource
 from gputop.engine.messages import Reading
 from gputop.engine.model import GpuProcess, GpuSample, ProcessType, Snapshot, SystemInfo
-from gputop.engine.process_delta import DeltaError, ListChange, ListDecoder, ListEncoder
+from gputop.engine.process_delta import (
+    DeltaError,
+    ListChange,
+    ListDecoder,
+    ListEncoder,
+    with_processes,
+)
 from gputop.engine.wire import Sender, dumps, receive
 
 
@@ -93,6 +100,24 @@ def test_only_what_changed_crosses_the_pipe() -> None:
     assert lists == (ListChange(changed=(moved[7],)),)
     assert len(dumps((shell, lists))) < whole / 100
     assert encoder.encode(_snap(tuple(moved)))[1] == (ListChange(),)  # the same tuple again
+
+
+def test_with_processes_keeps_every_other_field_as_it_was() -> None:
+    # A distinct value in every field (stale_s too, which == does not compare).
+    values = {f.name: f"value {n}" for n, f in enumerate(dataclasses.fields(GpuSample))}
+    gpu = GpuSample(**values)  # type: ignore[arg-type]  # types do not matter to a copy
+    listed = (_entry(1),)
+    copy = with_processes(gpu, listed)
+    assert type(copy) is GpuSample
+    assert copy.processes is listed
+    assert {name: getattr(copy, name) for name in values} == {**values, "processes": listed}
+    assert copy == replace(gpu, processes=listed)
+
+
+def test_the_shell_takes_the_requests_seq() -> None:
+    shell, _ = ListEncoder().encode(_snap((_entry(1),)), seq=7)
+    assert shell.seq == 7
+    assert shell.gpus[0].processes == ()
 
 
 def test_a_list_with_a_pid_twice_goes_whole() -> None:

@@ -110,7 +110,11 @@ async def _shoot(
     from gputop.ui.screens.gpu_detail import GpuDetailScreen
     from gputop.ui.widgets.process_table import ProcessTable
 
-    app = make_app(None, start_sampler=False, clock=lambda: frozen_clock(frames))
+    # A picture is one moment: the table draws the last frame's numbers, as the panels do (its
+    # numbers would otherwise wait for a frame 2 s after the one drawn, and these are 1 s apart).
+    app = make_app(
+        None, start_sampler=False, clock=lambda: frozen_clock(frames), table_refresh_s=0.0
+    )
     tag = f"{size[0]}x{size[1]}"
     shots: dict[str, str] = {}
 

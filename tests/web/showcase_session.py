@@ -30,7 +30,13 @@ def main() -> int:
                 self.post_message(SnapshotReady(frame))
 
     with fixed_terminal():
-        app = Showcase(None, start_sampler=False, readonly=True, clock=lambda: frozen_clock(frames))
+        app = Showcase(
+            None,
+            start_sampler=False,
+            readonly=True,
+            clock=lambda: frozen_clock(frames),
+            table_refresh_s=0.0,  # one moment: the table as fresh as the panels
+        )
         app.run()
     return app.return_code or 0
 

@@ -21,6 +21,9 @@ Modules, each importing only those above it:
 
 from __future__ import annotations
 
+# pynvml_private first: it imports pynvml without ctypes.util (import_pynvml), before the
+# reader's modules import pynvml themselves.
+from gputop.engine.nvml import pynvml_private as _pynvml_private  # noqa: F401
 from gputop.engine.nvml.reader import NvmlSource
 
 __all__ = ["NvmlSource"]

@@ -9,19 +9,80 @@ with the expected shape; without it the public wrappers give the same bytes, slo
 
 Kept because ``bench gpu_procs`` measures it (see ListBuffers). Nothing else in gputop names a
 private of pynvml.
+
+pynvml itself is imported here first (:func:`import_pynvml`, before the rest of the driver layer:
+gputop.engine.nvml imports this module before its reader), without loading ``ctypes.util``.
 """
 
 from __future__ import annotations
 
 import ctypes
+import importlib
 import inspect
 import struct
+import sys
 from collections.abc import Callable
-from typing import Any
-
-import pynvml
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from gputop.engine.in_flight import calling
+
+
+def import_pynvml() -> ModuleType:
+    """pynvml, imported without loading ``ctypes.util``, which it imports but never calls here.
+
+    ``ctypes.util`` brings subprocess, tempfile, shutil, bz2, lzma and random (3.4 MiB in the
+    driver process, which runs for as long as gputop does). pynvml does ``from ctypes.util import
+    find_library`` at import and never calls it (read in nvidia-ml-py 13.615: nvmlInit loads
+    ``CDLL("libnvidia-ml.so.1")`` on Linux, fixed paths on Windows). So pynvml is imported with
+    a stand-in ``ctypes.util`` whose ``find_library`` (and any other name) imports the real
+    module when used: a pynvml that does call it still works. The stand-in is gone again once
+    pynvml is loaded, so every later ``import ctypes.util`` gets the real module. When pynvml or
+    ``ctypes.util`` is already loaded, or the import fails with the stand-in, this is a plain
+    import.
+    """
+    if "pynvml" in sys.modules or "ctypes.util" in sys.modules:
+        return importlib.import_module("pynvml")
+    stand_in = _CtypesUtilStandIn("ctypes.util")
+    sys.modules["ctypes.util"] = stand_in
+    try:
+        return importlib.import_module("pynvml")
+    except ImportError:
+        _drop(stand_in)
+        return importlib.import_module("pynvml")
+    finally:
+        _drop(stand_in)
+
+
+class _CtypesUtilStandIn(ModuleType):
+    """``ctypes.util`` until someone uses it: then the real module, imported on first use."""
+
+    def find_library(self, name: str) -> str | None:
+        """The real ``ctypes.util.find_library``."""
+        found: str | None = _real_ctypes_util(self).find_library(name)
+        return found
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):  # the import system's probes (__path__...): not a use
+            raise AttributeError(name)
+        return getattr(_real_ctypes_util(self), name)
+
+
+def _real_ctypes_util(stand_in: ModuleType) -> ModuleType:
+    # Used while pynvml's import is not over: import_module would return the stand-in.
+    _drop(stand_in)
+    return importlib.import_module("ctypes.util")
+
+
+def _drop(stand_in: ModuleType) -> None:
+    if sys.modules.get("ctypes.util") is stand_in:
+        del sys.modules["ctypes.util"]
+
+
+if TYPE_CHECKING:
+    import pynvml
+else:
+    pynvml = import_pynvml()
 
 
 def private_api_present() -> bool:

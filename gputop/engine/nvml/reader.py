@@ -11,7 +11,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 import pynvml
@@ -79,6 +79,8 @@ class NvmlSource(SourceBase):
         counters: bool = True,
         dev_dir: str = "/dev",
         pcie_in_line: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+        slow_every_s: float = 0.0,
     ):
         """Open NVML. ``counters``: also read the exporter's GpuCounters each snapshot; without
         them Snapshot.counters is empty and a tick is cheaper (Xid events are read either way,
@@ -86,6 +88,12 @@ class NvmlSource(SourceBase):
         ``dev_dir``: where this box's /dev/nvidia* files are (a simulated box has its own).
         ``pcie_in_line``: never move PCIe reads to their own thread, however slow (a simulated
         box on a hand-moved clock: that thread would read on the real clock).
+        ``slow_every_s``: the readings that change only by an administrator's action or rarely
+        (_read_slow) are read at most once in this many seconds and kept in between (a monitor
+        left running passes gputop.sources.SLOW_EVERY_S: a change is seen that late at most, and
+        a 0.2 s interval does not read them fifty times over); 0: every reading (one-shots,
+        query loops, the API: what they print is read then).
+        ``clock``: seconds, for that cadence; a simulated box on a hand-moved clock passes its own.
         """
         self.simulated = simulated
         self.dev_dir = dev_dir
@@ -93,6 +101,10 @@ class NvmlSource(SourceBase):
         self._seq = 0
         self._lock = threading.Lock()
         self._processes = ProcessReader()
+        self._clock = clock
+        self._slow_every_s = slow_every_s
+        # GPU -> (when its slow readings were read, on ``clock``; those readings)
+        self._slow: dict[int, tuple[float, dict[str, Any]]] = {}
         try:
             with calling("nvmlInitWithFlags"):  # the C function pynvml.nvmlInit() calls
                 pynvml.nvmlInit()
@@ -265,6 +277,8 @@ class NvmlSource(SourceBase):
             with reading_gpu(index):
                 return GpuSample(**identity, **self._read_dynamic(index, handle, st))
         except Lost:
+            # Back from a reset (if ever), it may come with other modes: read them all at once.
+            self._slow.pop(index, None)
             return GpuSample(state=GpuState.LOST, error=LOST_TEXT, **identity)
         except pynvml.NVMLError as exc:  # a bug here, not the driver's: every call is guarded
             return GpuSample(state=GpuState.ERROR, error=clean(str(exc)), **identity)
@@ -311,7 +325,6 @@ class NvmlSource(SourceBase):
         values["temperature_memory_c"], values["recovery_action"] = _field_readings(h)
         values["fan_speeds_percent"] = self._read_fans(h, st)
         values["power_draw_mw"] = read(pynvml.nvmlDeviceGetPowerUsage, h)
-        values["power_limit_mw"] = read(pynvml.nvmlDeviceGetEnforcedPowerLimit, h)
         for key, clock in (
             ("clock_graphics_mhz", pynvml.NVML_CLOCK_GRAPHICS),
             ("clock_sm_mhz", pynvml.NVML_CLOCK_SM),
@@ -322,21 +335,8 @@ class NvmlSource(SourceBase):
         values["performance_state"] = None if pstate is None or pstate >= 32 else pstate
         values["throttle_reasons"] = self._read_throttle(h)
         values.update(self._health.read(index, h, values["throttle_reasons"]))
-        values["pcie_gen"] = read(pynvml.nvmlDeviceGetCurrPcieLinkGeneration, h)
-        values["pcie_width"] = read(pynvml.nvmlDeviceGetCurrPcieLinkWidth, h)
         values["pcie_rx_kbps"], values["pcie_tx_kbps"] = self._pcie.read(index, h)
-        values["ecc_errors_uncorrected_volatile"] = read(
-            pynvml.nvmlDeviceGetTotalEccErrors,
-            h,
-            pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
-            pynvml.NVML_VOLATILE_ECC,
-        )
-        mode = read(pynvml.nvmlDeviceGetComputeMode, h)
-        values["compute_mode"] = COMPUTE_MODES.get(mode) if mode is not None else None
-        persistence = read(pynvml.nvmlDeviceGetPersistenceMode, h)
-        values["persistence_mode"] = bool(persistence) if persistence is not None else None
-        mig = read(pynvml.nvmlDeviceGetMigMode, h)
-        values["mig_mode"] = bool(mig[0]) if mig else None
+        values.update(self._read_slow(index, h))
         migs = read_mig(index, h, st.mig, self._mig_cuda) if values["mig_mode"] else []
         values["mig_devices"] = tuple(device for device, _ in migs)
         values["processes"], values["process_list_error"] = self._processes.read(
@@ -344,6 +344,21 @@ class NvmlSource(SourceBase):
         )
         if self._asked is not None:  # only gputop query asks; the dashboard's tick never does
             values.update(self._asked.read(h, values))
+        return values
+
+    def _read_slow(self, index: int, h: Any) -> dict[str, Any]:
+        """The readings that change only by an administrator's action or rarely: read when
+        ``slow_every_s`` has passed since they last were (the first reading: now), else kept.
+
+        A failed one is None until the next read, as any reading; a lost GPU raises Lost from
+        the readings read every time, so keeping these never hides it.
+        """
+        now = self._clock()
+        kept = self._slow.get(index)
+        if kept is not None and 0.0 <= now - kept[0] < self._slow_every_s:  # back: read again
+            return kept[1]
+        values = _slow_readings(h)
+        self._slow[index] = (now, values)
         return values
 
     def _read_memory(self, h: Any) -> dict[str, Any]:
@@ -448,6 +463,34 @@ class _PcieReader:
     def stop(self) -> None:
         """End the background thread, if any (it is a daemon: this never waits long)."""
         self._stop.set()
+
+
+def _slow_readings(h: Any) -> dict[str, Any]:
+    """The GpuSample readings NvmlSource may read only every ``slow_every_s``, and why each is
+    slow."""
+    values: dict[str, Any] = {}
+    # Set by an administrator (nvidia-smi -pl) or a host's power capping, not by the load.
+    values["power_limit_mw"] = read(pynvml.nvmlDeviceGetEnforcedPowerLimit, h)
+    # The link trains to a new speed or width on a power-state change or a link fault: the
+    # panel's "gen4 x16" lagging by a few seconds misleads no one.
+    values["pcie_gen"] = read(pynvml.nvmlDeviceGetCurrPcieLinkGeneration, h)
+    values["pcie_width"] = read(pynvml.nvmlDeviceGetCurrPcieLinkWidth, h)
+    # A count of faults that rises a few times in a GPU's life; its health verdict and the
+    # panel's "ECC n" can wait a few seconds, as the Xid events that come with it do not.
+    values["ecc_errors_uncorrected_volatile"] = read(
+        pynvml.nvmlDeviceGetTotalEccErrors,
+        h,
+        pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+        pynvml.NVML_VOLATILE_ECC,
+    )
+    # Modes an administrator sets (nvidia-smi -c, -pm, -mig; MIG mode needs a GPU reset too).
+    mode = read(pynvml.nvmlDeviceGetComputeMode, h)
+    values["compute_mode"] = COMPUTE_MODES.get(mode) if mode is not None else None
+    persistence = read(pynvml.nvmlDeviceGetPersistenceMode, h)
+    values["persistence_mode"] = bool(persistence) if persistence is not None else None
+    mig = read(pynvml.nvmlDeviceGetMigMode, h)
+    values["mig_mode"] = bool(mig[0]) if mig else None
+    return values
 
 
 # Read in one nvmlDeviceGetFieldValues call a tick: the HBM temperature, which NVML only offers

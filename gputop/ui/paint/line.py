@@ -7,12 +7,12 @@ Its strips are bare strips (see ``bare_strip``): ordinary Strips when ``GPUTOP_P
 
 from __future__ import annotations
 
-from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.strip import Strip
 
+from gputop.cells import cell_len
 from gputop.ui.paint.bare_strip import bare_strip
 
 ELLIPSIS = "…"

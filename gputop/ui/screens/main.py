@@ -15,7 +15,6 @@ from textual.widgets import Footer, Input, Static
 
 from gputop import units
 from gputop.engine.history import History
-from gputop.engine.kill import Signal
 from gputop.engine.model import ProcessRow, Snapshot
 from gputop.ui import rows as R
 from gputop.ui.bridge import current_user
@@ -28,7 +27,7 @@ from gputop.ui.widgets.header import HeaderBar
 from gputop.ui.widgets.process_table import ProcessTable
 
 if TYPE_CHECKING:
-    from gputop.engine.kill import Killer, KillResult
+    from gputop.engine.kill import Killer, KillResult, Signal
 
 SORT_ORDER = tuple(R.Column)
 
@@ -36,14 +35,20 @@ SORT_ORDER = tuple(R.Column)
 class MainScreen(Screen[None]):
     """The dashboard itself: it draws the app's snapshot; its keys act on the process table.
 
-    It watches the app's ``snapshot``, ``interval_s``, ``paused`` and ``stale_s``. ``killer`` is
-    None in --readonly: then the kill key does nothing and is not shown.
+    It watches the app's ``snapshot``, ``interval_s``, ``paused`` and ``stale_s``. ``killer``
+    gives the app's Killer (built when first asked); None in --readonly: then the kill key does
+    nothing and is not shown.
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [*MAIN_BINDINGS]
 
     def __init__(
-        self, *, history: History, killer: Killer | None, dev_dir: Callable[[], str]
+        self,
+        *,
+        history: History,
+        killer: Callable[[], Killer] | None,
+        dev_dir: Callable[[], str],
+        table_refresh_s: float | None = None,
     ) -> None:
         super().__init__()
         self.history = history
@@ -56,7 +61,7 @@ class MainScreen(Screen[None]):
         # Kept as attributes: per-tick code must not search the DOM (nor fail during shutdown).
         self.header = HeaderBar(id="header")
         self.grid = GpuGrid(id="gpus")
-        self.table = ProcessTable(id="processes")
+        self.table = ProcessTable(id="processes", table_refresh_s=table_refresh_s)
         self.unattributed = Static("", id="unattributed")
         self.filter_box = Input(
             placeholder="filter: pid, user, command, state, container or pod", id="filter"
@@ -277,7 +282,12 @@ class MainScreen(Screen[None]):
         from gputop.ui.screens.process_detail import ProcessDetailScreen  # when first opened
 
         self.app.push_screen(
-            ProcessDetailScreen(row, dev_dir=self.dev_dir(), killer=self.killer, show_env=show_env)
+            ProcessDetailScreen(
+                row,
+                dev_dir=self.dev_dir(),
+                killer=None if self.killer is None else self.killer(),
+                show_env=show_env,
+            )
         )
 
     # -- focus: two regions, the GPU panels and the processes ---------------------------
@@ -327,6 +337,8 @@ class MainScreen(Screen[None]):
         rows = self.table.tagged_rows()
         if not rows and (current := self.table.current) is not None:
             rows = [current]
+        from gputop.engine.kill import Signal  # with the dialog: not needed to draw
+
         self.kill_rows(rows, Signal(signal) if signal else None)
 
     def kill_rows(self, rows: list[ProcessRow], signal: Signal | None = None) -> None:
@@ -337,11 +349,12 @@ class MainScreen(Screen[None]):
         if not rows:
             self.app.notify("no process selected", severity="warning")
             return
+        from gputop.engine.kill import Signal
         from gputop.ui.screens.confirm_kill import ConfirmKill  # when first opened
 
         dialog = ConfirmKill(
             rows,
-            self.killer,
+            self.killer(),
             signal=signal or Signal.TERM,
             snapshot=lambda: self.snapshot,  # the aftermath follows the memory on these
         )
@@ -353,5 +366,5 @@ class MainScreen(Screen[None]):
         if done:
             table.tags -= {k for k in table.tags if int(k.split(":", 1)[0]) in done}
             if self.snapshot is not None:
-                table.update_snapshot(self.snapshot)
+                table.update_snapshot(self.snapshot, now=True)  # the ended ones untagged now
             self._update_table_title()

@@ -19,7 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from rich.cells import cell_len
 from rich.style import Style
 from rich.text import Text
 from textual import events
@@ -30,7 +29,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from gputop import units
-from gputop.cells import ljust, truncate
+from gputop.cells import cell_len, ljust, truncate
 from gputop.engine.gpu_health import Verdict, assess
 from gputop.engine.history import History
 from gputop.engine.model import GpuSample, GpuState, MigDevice

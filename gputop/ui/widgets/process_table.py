@@ -15,6 +15,15 @@ a box without containers sees no change.
 
 The GPU column says where a process runs: ``0/1`` (GPU 0, GPU instance 1) on a MIG device. Only
 rows on a GPU in MIG mode look that up (Snapshot.device_labels); the others show the index.
+
+The rows' numbers (GPU memory, SM %, CPU %, run time...) are shown at most every
+``table_refresh_s`` (issue 42): every process's SM % moves every reading, and a changed row costs
+Textual ~100 µs to draw, so at a 1 s interval the table was most of the screen redrawn each
+second. Each snapshot's rows are still taken at once (``row``, ``current``, a kill, the detail
+screen read the newest); what waits is only their drawing. Shown at once, whatever the time: a
+process that comes or goes, any change of a row that is not a plain number (state, verdict,
+user, command, container, GPU: :data:`_VERDICT`), and anything the user does (sort, filter, tree,
+tags, cursor, scrolling, resizing).
 """
 
 from __future__ import annotations
@@ -40,6 +49,10 @@ from gputop.ui.paint.framed_lines import FramedLines
 from gputop.ui.paint.row_cursor import CURSOR_BINDINGS, RowCursor
 
 GAP = 2  # spaces between columns
+TABLE_REFRESH_S = 2.0  # the rows' numbers at most this often (nvitop's default refresh)
+# A reading a little early is on time: the sampler's readings are an interval apart give or take
+# a few ms, and at a 1 s interval a 1.999 s gap must not wait for a third reading.
+_EARLY_S = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,8 +95,11 @@ class ProcessTable(FramedLines, RowCursor, ScrollView, can_focus=True):
 
         key: str
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, *, id: str | None = None, table_refresh_s: float | None = None) -> None:
         super().__init__(id=id)
+        # The rows' numbers at most this often (0: every snapshot; None: TABLE_REFRESH_S, read
+        # now so that tests of per-snapshot behaviour can pin it); see the module docstring.
+        self.table_refresh_s = TABLE_REFRESH_S if table_refresh_s is None else table_refresh_s
         self.view = R.TableView(stuck_first=True)
         self.tags: set[str] = set()
         self.wide = False
@@ -108,30 +124,81 @@ class ProcessTable(FramedLines, RowCursor, ScrollView, can_focus=True):
         self._paint_geometry: tuple[int, int, int] | None = None
         self._header_text = ""
         self._layout = C.RowLayout((), GAP)
+        self._shown_at_mono: float | None = None  # taken_at_mono of the snapshot drawn last
+        self._latest: Snapshot | None = None  # the newest snapshot, drawn or waiting
+        # Rows changed since the snapshot drawn last: key -> its row then (for order_holds);
+        # None: every row is to be ordered again.
+        self._held: dict[str, ProcessRow] | None = {}
+        self._behind = False  # the newest snapshot's numbers wait to be drawn
 
     # -- data ---------------------------------------------------------------------------
     def on_mount(self) -> None:
         self._sync(full=True)
 
-    def update_snapshot(self, snapshot: Snapshot) -> None:
-        """Take the processes of a new snapshot and repaint what changed."""
+    def update_snapshot(self, snapshot: Snapshot, *, now: bool = False) -> None:
+        """Take the processes of a new snapshot and repaint what changed: at once when a
+        process came or went, a row's state or verdict changed, the last drawing is
+        ``table_refresh_s`` old, or ``now`` (a kill's follow-up); else the numbers wait."""
         # What changed since the rows taken last (gputop.engine.changes): at thousands of idle
         # workers a few rows, and formatting 5,000 keys would be a third of this method.
+        before = self._rows
         moved = self._take(snapshot)
+        if moved is None and before is not self._rows and before.keys() == self._rows.keys():
+            # Taken whole (no change to follow), yet the same processes: compare them all.
+            moved = (list(before.values()), list(map(self._rows.__getitem__, before)))
+        self._latest = snapshot
+        if moved is not None and self._held is not None:
+            keys = list(map(self._keys.__getitem__, map(row_identity, moved[1])))
+            self._held = dict(zip(keys, moved[0], strict=True)) | self._held  # the oldest wins
+        else:
+            self._held = None
+        if (
+            now
+            or moved is None
+            or not self._waits(snapshot.taken_at_mono)
+            or list(map(_VERDICT, moved[0])) != list(map(_VERDICT, moved[1]))
+        ):
+            self._show_latest()
+        else:
+            self._behind = True
+
+    def _waits(self, taken_at_mono: float) -> bool:
+        """Whether a reading taken then is too soon after the one drawn to be drawn."""
+        shown = self._shown_at_mono
+        return shown is not None and taken_at_mono - shown < self.table_refresh_s - _EARLY_S
+
+    def catch_up(self) -> None:
+        """Draw the numbers that wait, if any (the user acted: show the newest)."""
+        if self._behind:
+            self._show_latest()
+
+    def _show_latest(self, *, full: bool = False, resort: bool = False) -> None:
+        """Draw the newest snapshot's rows and every change held back since the last drawing;
+        ``resort``: order every row again (the view changed)."""
+        snapshot = self._latest
+        held, self._held, self._behind = self._held, {}, False
+        if resort:
+            held = None
+        if snapshot is None:  # nothing taken yet
+            self._sync(full=full)
+            return
+        rows = self._rows
+        moved = None if held is None else (list(held.values()), list(map(rows.__getitem__, held)))
+        self._shown_at_mono = snapshot.taken_at_mono
         self._now_wall = snapshot.taken_at_wall
         self._snapshot = snapshot
         self._mig_gpus = frozenset(g.index for g in snapshot.gpus if g.mig_mode or g.mig_devices)
         if moved is None or list(map(_container_of, moved[0])) != list(
             map(_container_of, moved[1])
         ):
-            containers = R.any_container(snapshot.processes)
+            containers = R.any_container(rows.values())
             if containers != self.containers:  # the column comes or goes with the next fit
                 self.containers = containers
                 self._candidates = R.columns(self.wide, containers=containers)
-        if self.tags - self._rows.keys():
-            self.tags &= self._rows.keys()  # tags of processes that are gone
+        if self.tags - rows.keys():
+            self.tags &= rows.keys()  # tags of processes that are gone
             self.post_message(self.TagsChanged(len(self.tags)))
-        self._sync(moved=moved)
+        self._sync(full=full, moved=moved)
 
     def _take(self, snapshot: Snapshot) -> tuple[list[ProcessRow], list[ProcessRow]] | None:
         """Take the snapshot's rows: (the rows replaced, their new rows) when the same processes
@@ -171,14 +238,14 @@ class ProcessTable(FramedLines, RowCursor, ScrollView, can_focus=True):
         if header and view.stuck_first:
             view = replace(view, stuck_first=False)
         self.view = view
-        self._sync(full=header)
+        self._show_latest(full=header, resort=True)
 
     def set_wide(self, wide: bool) -> None:
         """Show every column (wide) or hide the ones the detail screen shows."""
         if wide != self.wide:
             self.wide = wide
             self._candidates = R.columns(wide, containers=self.containers)
-            self._sync(full=True)
+            self._show_latest(full=True, resort=True)
 
     # -- queries ------------------------------------------------------------------------
     @property
@@ -233,6 +300,7 @@ class ProcessTable(FramedLines, RowCursor, ScrollView, can_focus=True):
         return len(self._order)
 
     def action_sideways(self, columns: int) -> None:
+        self.catch_up()
         self.scroll_to(x=self.scroll_x + columns, animate=False)
 
     def action_choose(self) -> None:
@@ -246,8 +314,12 @@ class ProcessTable(FramedLines, RowCursor, ScrollView, can_focus=True):
             return
         self.tags.symmetric_difference_update({key})
         self.post_message(self.TagsChanged(len(self.tags)))
-        self._sync()
+        self._show_latest(resort=True)
         self.action_cursor(1)
+
+    def move_cursor(self, row: int) -> None:
+        super().move_cursor(row)  # among the rows as drawn, then the newest (it follows them)
+        self.catch_up()
 
     def header_clicked(self, x: int) -> None:
         column = self._column_at(x)
@@ -375,10 +447,12 @@ class ProcessTable(FramedLines, RowCursor, ScrollView, can_focus=True):
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         if round(old_value) != round(new_value):
+            self.catch_up()
             self._fill_window()  # the rows scrolled into view, before they are painted
         super().watch_scroll_y(old_value, new_value)
 
     def on_resize(self) -> None:
+        self.catch_up()
         if self._fill_window():
             self.virtual_size = Size(self._line_width(), len(self._order) + 1)
 
@@ -476,4 +550,22 @@ def _with_keys(found: list[str | None], rows: Sequence[ProcessRow]) -> list[str]
 
 _ALL = tuple(R.Column)
 _container_of = attrgetter("info.container")
+# What a row shows or means besides plain numbers: a change here is drawn at once, however soon.
+# Not info.status: running/sleeping flips every reading; what it means (stopped, zombie) is in
+# states.
+_VERDICT = attrgetter(
+    "states",
+    "gpu_indices",
+    "type",
+    "parent_note",
+    "device_files",
+    "info.visible",
+    "info.user",
+    "info.name",
+    "info.cmdline",
+    "info.ppid",
+    "info.note",
+    "info.container",
+    "info.blocked",
+)
 _POSITION = {c: i for i, c in enumerate(R.Column)}

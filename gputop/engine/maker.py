@@ -5,13 +5,14 @@ own ``__setattr__`` refuses); a ProcessRow costs about 3 µs that way. The slots
 found once, make the same object in about 2 µs. It pays where every entry and row is made anew
 each tick: at 5,000 GPU processes whose readings all move, `bench gpu_procs` measured about
 half the sampler's tick with it. So the driver's entries (engine/nvml/processes.py) and the
-rows (engine/enrich.py) are made here; nothing else is.
+rows (engine/enrich.py) are made here, and the objects copied or unpickled field by field
+(:func:`from_values`: engine/process_delta.py, engine/wire.py); nothing else is.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -38,3 +39,27 @@ def slot_maker(cls: type[T]) -> Callable[..., T]:
     make: Callable[..., T] = env["make"]
     make.__qualname__ = make.__name__ = f"make_{cls.__name__}"
     return make
+
+
+_NAMES: dict[type, tuple[str, ...]] = {}
+_SLOTS: dict[type, tuple[Any, ...]] = {}  # the class's slot descriptors, in field order
+
+
+def field_names(cls: type) -> tuple[str, ...]:
+    """The field names of the dataclass ``cls``, in order (looked up once)."""
+    names = _NAMES.get(cls)
+    if names is None:
+        names = _NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
+def from_values(cls: type[T], values: Iterable[Any]) -> T:
+    """A slotted dataclass from all its field values, in field order, without its __init__:
+    what it would make, set through the slots' own setters (found once)."""
+    slots = _SLOTS.get(cls)
+    if slots is None:
+        slots = _SLOTS[cls] = tuple(getattr(cls, name) for name in field_names(cls))
+    obj: T = object.__new__(cls)
+    for slot, value in zip(slots, values, strict=True):
+        slot.__set__(obj, value)
+    return obj

@@ -15,11 +15,12 @@ afresh.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from itertools import compress
 from operator import attrgetter, is_not
 from typing import Any
 
+from gputop.engine.maker import field_names, from_values
 from gputop.engine.model import GpuProcess, GpuSample, Snapshot
 
 
@@ -60,9 +61,8 @@ def _start(lasts: dict[int, _Last], index: int, listed: tuple[GpuProcess, ...]) 
         lasts.pop(index, None)
 
 
-_GPU_NAMES = tuple(f.name for f in fields(GpuSample))
+_GPU_NAMES = field_names(GpuSample)
 _gpu_values = attrgetter(*_GPU_NAMES)  # every field of a GpuSample, in one C call
-_GPU_SLOTS = tuple(getattr(GpuSample, name) for name in _GPU_NAMES)
 _PROCESSES_AT = _GPU_NAMES.index("processes")
 
 
@@ -75,10 +75,7 @@ def with_processes(gpu: GpuSample, processes: tuple[GpuProcess, ...]) -> GpuSamp
     """
     values: list[Any] = list(_gpu_values(gpu))
     values[_PROCESSES_AT] = processes
-    copy: GpuSample = object.__new__(GpuSample)
-    for slot, value in zip(_GPU_SLOTS, values, strict=True):
-        slot.__set__(copy, value)
-    return copy
+    return from_values(GpuSample, values)
 
 
 class ListEncoder:

@@ -17,21 +17,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from gputop.engine.maker import field_names, from_values
 from gputop.engine.messages import Message
 
 _LENGTH = struct.Struct("!I")
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # a snapshot is tens of KiB; more means a broken stream
-
-
-def _names(cls: type) -> tuple[str, ...]:
-    names = _NAMES.get(cls)
-    if names is None:
-        names = _NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
-    return names
-
-
-_NAMES: dict[type, tuple[str, ...]] = {}
-_SLOTS: dict[type, tuple[Any, ...]] = {}  # the class's slot descriptors, in field order
 
 
 def rebuild(cls: type, values: tuple[Any, ...]) -> Any:
@@ -39,17 +29,11 @@ def rebuild(cls: type, values: tuple[Any, ...]) -> Any:
 
     Unpickling a frozen dataclass the standard way looks its fields up again for every object
     (about 13 us each; a dgx snapshot has fifty): the slots' own setters, found once, do it in
-    a fraction of that.
+    a fraction of that (gputop.engine.maker.from_values).
     """
-    slots = _SLOTS.get(cls)
-    if slots is None:
-        slots = _SLOTS[cls] = tuple(getattr(cls, name) for name in _names(cls))
-    if len(values) != len(slots):
-        raise WireError(f"{cls.__name__}: {len(values)} values for {len(slots)} fields")
-    obj: Any = object.__new__(cls)
-    for slot, value in zip(slots, values, strict=True):
-        slot.__set__(obj, value)
-    return obj
+    if len(values) != len(field_names(cls)):
+        raise WireError(f"{cls.__name__}: {len(values)} values for {len(field_names(cls))} fields")
+    return from_values(cls, values)
 
 
 _GETTERS: dict[type, Callable[[Any], tuple[Any, ...]] | None] = {}
@@ -59,7 +43,7 @@ def _getter(cls: type) -> Callable[[Any], tuple[Any, ...]] | None:
     """All field values of a slotted dataclass in one C call, or None for any other class."""
     if cls not in _GETTERS:
         slotted = dataclasses.is_dataclass(cls) and hasattr(cls, "__slots__")
-        names = _names(cls) if slotted else ()
+        names = field_names(cls) if slotted else ()
         # attrgetter of one name returns the value itself, not a 1-tuple: those few pickle
         # the standard way.
         _GETTERS[cls] = operator.attrgetter(*names) if len(names) > 1 else None

@@ -443,7 +443,7 @@ def test_no_import_circle() -> None:
 # -- runtime: what the dashboard and its driver process hold in memory (issue 42) -------------
 # Each of these stays in memory as long as gputop runs (days, on some boxes): none is loaded
 # before it is needed. The dashboard's screens and dialogs load when first opened; json when a
-# container is named or a kill is logged; the Killer (gputop.engine.kill, 0.85 MiB) at the first
+# container is named or a kill is logged; the Killer (gputop.engine.kill, 0.65 MiB) at the first
 # kill, detail or signal log; ssl never (the dashboard speaks no TLS: gputop.cli
 # keeps asyncio from loading it, 4 MiB).
 NOT_AT_FIRST_FRAME = (

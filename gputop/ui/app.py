@@ -105,8 +105,8 @@ class GputopApp(App[int]):
         return None if self.readonly else self._the_killer()
 
     def _the_killer(self) -> Killer:
-        # Built, and gputop.engine.kill imported (0.85 MiB), when first needed: drawing the
-        # dashboard never needs it (issue 42).
+        # Built, and gputop.engine.kill imported (0.65 MiB of imports), when first needed:
+        # drawing the dashboard never needs it (issue 42).
         if self._killer is None:
             from gputop.engine.kill import Killer
 

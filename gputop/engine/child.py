@@ -39,6 +39,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from gputop.engine.heap_trim import release_free_pages
 from gputop.engine.in_flight import in_flight
 from gputop.engine.messages import (
     PROTOCOL_VERSION,
@@ -278,10 +279,12 @@ class _Progress(list["GpuSample"]):
 
 def _settle_heap() -> None:
     """Keep the garbage collector off the heap of imports, as the dashboard does (see
-    gputop.ui._settle_heap): each reading makes thousands of short-lived objects."""
+    gputop.ui._settle_heap): each reading makes thousands of short-lived objects. Then give the
+    C heap's free pages back (:mod:`gputop.engine.heap_trim`)."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(7000, 20, 20)
+    release_free_pages()  # what opening made and freed: 1.2 MiB on the simulated dgx box
 
 
 def serve(opener: Opener, *, on_exit: Callable[[], None]) -> None:

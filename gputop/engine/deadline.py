@@ -35,6 +35,7 @@ T = TypeVar("T")
 DEFAULT_TIMEOUT_S = 5.0  # one-shots: long enough for a slow but healthy 8-GPU box
 ROW_SHARE = 0.9  # a loop's row waits for its reading at most this share of the interval ...
 MIN_ROW_WAIT_S = 0.5  # ... but never less than this: a healthy driver must be able to answer
+TICK_SHARE = 0.8  # a monitor's tick (the sampler's) waits at most this share of the interval ...
 
 
 def row_timeout(interval_s: float | None, timeout_s: float) -> float:
@@ -47,6 +48,16 @@ def row_timeout(interval_s: float | None, timeout_s: float) -> float:
     if interval_s is None:
         return timeout_s
     return min(timeout_s, max(ROW_SHARE * interval_s, MIN_ROW_WAIT_S))
+
+
+def tick_wait(interval_s: float) -> float:
+    """How long a monitor's tick waits for its reading before it shows the last one stale.
+
+    ``max(0.8 * interval, 0.5)``, the floor the loops' rows have: at ``--interval 0.1`` a wait of
+    80 ms called healthy GPUs NOT RESPONDING whenever a reading through the driver process took
+    longer. Below an interval of 0.625 s a hung driver slows the ticks to one per 0.5 s.
+    """
+    return max(TICK_SHARE * interval_s, MIN_ROW_WAIT_S)
 
 
 def read_within(source: Source, timeout_s: float) -> Snapshot:

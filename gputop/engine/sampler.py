@@ -1,13 +1,13 @@
 """The sampler: daemon threads that read the source on a schedule and hand out complete snapshots.
 
 A daemon thread (never a Textual worker, so a call hung in the driver cannot hold the exit), the
-*ticker*, asks for a reading every ``interval_s`` and waits for it at most ``0.8 * interval_s``
-(gputop.engine.deadline.Readings, as the logging loops do: one call at a time, a hung call never
-piles up new calls behind it). A driver process (gputop.engine.isolated) answers in time with
-what it has: the GPUs that answered, fresh, and each GPU whose call hangs NOT_RESPONDING (from
-the first reading on; the others keep updating while it hangs). After a crash, until the driver
-process is back, the GPUs read before it keep that reading (``stale_s`` set) and the rest are
-NOT_RESPONDING. Such a snapshot is emitted, enriched, like any.
+*ticker*, asks for a reading every ``interval_s`` and waits for it at most ``0.8 * interval_s``,
+never under 0.5 s (gputop.engine.deadline: tick_wait, and Readings, as the logging loops do: one
+call at a time, a hung call never piles up new calls behind it). A driver process
+(gputop.engine.isolated) answers in time with what it has: the GPUs that answered, fresh, and each
+GPU whose call hangs NOT_RESPONDING (from the first reading on; the others keep updating while it
+hangs). After a crash, until the driver process is back, the GPUs read before it keep that reading
+(``stale_s`` set) and the rest are NOT_RESPONDING. Such a snapshot is emitted, enriched, like any.
 A source that cannot report part of a reading, silent past the wait, gets the last good snapshot
 re-sent with ``stale_s`` set to its age. So the consumer hears from the sampler on time even
 when the driver hangs. A source that raises is counted (``errors``, ``last_error``) and the last
@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from gputop.engine.changes import ListTracker
-from gputop.engine.deadline import Readings
+from gputop.engine.deadline import Readings, tick_wait
 from gputop.engine.enrich import RowMemo
 from gputop.engine.enrich import enrich as enrich_snapshot
 from gputop.engine.history import HISTORY_TICKS, History
@@ -42,8 +42,6 @@ from gputop.engine.source import Source
 from gputop.errors import DriverTimeout
 
 log = logging.getLogger(__name__)
-
-_WAIT_FRACTION = 0.8  # of the interval: how long a tick waits for the driver before going stale
 
 
 class Sampler:
@@ -177,7 +175,7 @@ class Sampler:
     def _tick(self) -> None:
         fresh: Snapshot | None = None
         try:
-            fresh = self._readings.read(self._interval_s * _WAIT_FRACTION)
+            fresh = self._readings.read(tick_wait(self._interval_s))
         except DriverTimeout:
             pass  # nothing in time, not even which GPUs there are: the last reading, stale
         except Exception as exc:  # the source's own bug or a driver failure: keep sampling

@@ -254,4 +254,19 @@ def _settle_heap() -> None:
     gc.set_threshold(7000, 20, 20)
 
 
-__all__ = ["EarlySampler", "ensure_terminal", "run_dashboard", "served_to_browser"]
+def collect_closed_screen() -> None:
+    """Collect the garbage a closed screen left, now: its widgets are cycles, and under the
+    thresholds _settle_heap sets a full collection comes only after hundreds of thousands of
+    allocations, so before, each GPU detail screen opened and closed added 2.4 MiB of garbage
+    (10 opened: 39 -> 67 MiB) until one came. A full collection of what is not frozen takes a few
+    milliseconds, once per screen change."""
+    gc.collect()
+
+
+__all__ = [
+    "EarlySampler",
+    "collect_closed_screen",
+    "ensure_terminal",
+    "run_dashboard",
+    "served_to_browser",
+]

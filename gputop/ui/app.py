@@ -25,11 +25,13 @@ from gputop.engine.audit_log import check_audit_log
 from gputop.engine.history import History
 from gputop.engine.model import Snapshot
 from gputop.engine.source import Source
+from gputop.ui import collect_closed_screen, paint
 from gputop.ui.bridge import SamplerFactory, SamplerLike, default_sampler
 from gputop.ui.keys import APP_BINDINGS
 from gputop.ui.messages import SnapshotReady
 from gputop.ui.screens.main import MainScreen
 from gputop.ui.screens.too_small import TooSmallScreen, too_small
+from gputop.ui.textual_private import prune_closed_watchers, stop_styles_cache_leak
 
 if TYPE_CHECKING:  # imported when first opened (the help, a process's detail): not at start
     from gputop.engine.kill import Killer
@@ -69,6 +71,8 @@ class GputopApp(App[int]):
         table_refresh_s: float | None = None,
     ) -> None:
         super().__init__()
+        if not paint.PLAIN_TEXTUAL:
+            stop_styles_cache_leak()  # every screen opened kept its widgets' rendered lines
         self.source = source
         self.interval_s = interval_s
         self.readonly = readonly
@@ -129,10 +133,18 @@ class GputopApp(App[int]):
         if self.requested_theme:
             self.theme = self.requested_theme
         self.set_interval(1.0, self.check_stale)
-        # A dialog opened while the window is too small is covered at once (after the push).
-        self.screen_change_signal.subscribe(self, lambda _screen: self.call_later(self.fit_size))
+        self.screen_change_signal.subscribe(self, self._screen_changed)
         if self.sampler is not None:
             self.sampler.start()
+
+    def _screen_changed(self, _screen: Screen[Any]) -> None:
+        # A dialog opened while the window is too small is covered at once (after the push).
+        self.call_later(self.fit_size)
+        # A closed screen's watches of the app (GpuDetailScreen watches interval_s) would keep
+        # it, and all it shows, alive until that attribute changed (Textualize/textual#6666).
+        if not paint.PLAIN_TEXTUAL:
+            self.call_after_refresh(prune_closed_watchers, self)
+        self.call_after_refresh(collect_closed_screen)
 
     def _from_sampler(self, snapshot: Snapshot) -> None:
         # Called on the sampler thread: post_message is thread-safe; can_replace drops backlog.

@@ -13,15 +13,32 @@ numbers are in gputop.ui.paint's docstring):
   on a lone Esc (its ``_timeout_time``). Fallback: Textual's own input thread.
 - bare strips (gputop.ui.paint.bare_strip): a ``Strip`` built by filling its ``__slots__``.
   Fallback: ``Strip(segments, cell_length)``.
+
+Kept because without it memory grows with every screen opened (``python -m bench leaks``):
+
+- watchers of removed nodes (Textualize/textual#6666, open): ``self.watch(other, ...)`` and
+  ``data_bind`` leave ``(node, callback)`` on the watched object's ``__watchers``, which Textual
+  prunes of closed nodes (``_closing``) only when that attribute changes again. Every Footer
+  recompose (each screen opened or closed) left its old keys on the Footer, and each GPU detail
+  screen stayed on the app until ``--interval`` changed. :func:`prune_closed_watchers` applies
+  Textual's own filter at once. Fallback: the leak, as upstream.
+- the styles cache's colour pairs (Textualize/textual#6665, open): ``StylesCache.get_inner_outer``
+  is an ``lru_cache(1024)`` on an instance method, so its keys keep up to 1,024 widgets'
+  StylesCaches, each with its rendered lines, alive after the widgets are gone (17 for each help
+  screen opened). :func:`stop_styles_cache_leak` keys the same cache by the two colours alone.
+  Fallback: the leak, as upstream.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from rich.segment import Segment
+from textual.dom import DOMNode
 from textual.message import Message
+from textual.reactive import reactive
 from textual.strip import Strip
 
 
@@ -114,3 +131,104 @@ def bare_strip(segments: list[Segment], cell_length: int) -> Strip:
     for name in _CACHES:
         setattr(strip, name, _KEEP_NOTHING)
     return strip  # type: ignore[no-any-return]
+
+
+# --- watchers of removed nodes ----------------------------------------------------------------
+
+_WATCHERS = "__watchers"  # Reactive's table on the watched object: {attribute: [(node, callback)]}
+
+
+class _Watched(DOMNode):
+    value = reactive(0)
+
+
+def _watchers_fit() -> bool:
+    """A watch lands in the watched object's table as ``(node, callback)``; a node has
+    ``_closing``."""
+    try:
+        watched, watcher = _Watched(), DOMNode()
+
+        def callback() -> None:
+            pass
+
+        watcher.watch(watched, "value", callback, init=False)
+        table = getattr(watched, _WATCHERS)
+        return table == {"value": [(watcher, callback)]} and watcher._closing is False
+    except Exception:  # noqa: BLE001 - another shape: no pruning, Textual's behaviour
+        return False
+
+
+PRUNE_WATCHERS: bool = _watchers_fit()
+"""Whether :func:`prune_closed_watchers` can prune (else the watchers stay, as in Textual)."""
+
+
+def prune_closed_watchers(node: DOMNode) -> int:
+    """Drop from ``node``'s watchers those of closed (removed) nodes; how many were dropped.
+
+    The filter Textual applies itself when a watched attribute changes
+    (``Reactive._check_watchers``), applied now: until then each entry keeps a removed node, and
+    all it refers to, alive.
+    """
+    table: dict[str, list[tuple[Any, Any]]] | None = getattr(node, _WATCHERS, None)
+    if not PRUNE_WATCHERS or not table:
+        return 0
+    dropped = 0
+    for entries in table.values():
+        kept = [(watcher, callback) for watcher, callback in entries if not watcher._closing]
+        dropped += len(entries) - len(kept)
+        entries[:] = kept
+    return dropped
+
+
+# --- the styles cache's colour pairs -----------------------------------------------------------
+
+try:  # textual>=8,<9
+    from textual._styles_cache import StylesCache as _StylesCache
+except ImportError:  # pragma: no cover - a Textual that moved it
+    _StylesCache = None  # type: ignore[assignment,misc]
+
+
+def _inner_outer_method() -> Callable[..., Any] | None:
+    """Textual's ``get_inner_outer`` when it is the leaking shape: an lru_cache on a function of
+    ``(self, base_background, background)`` that does not use ``self``."""
+    if _StylesCache is None:
+        return None
+    method = _StylesCache.__dict__.get("get_inner_outer")
+    wrapped = getattr(method, "__wrapped__", None)
+    if not callable(method) or not hasattr(method, "cache_info") or wrapped is None:
+        return None
+    code = getattr(wrapped, "__code__", None)
+    if code is None or code.co_argcount != 3:
+        return None
+    import dis  # loaded already: dataclasses imports inspect, which imports it
+
+    first = code.co_varnames[0]
+    if any(
+        i.opname.startswith("LOAD_FAST") and i.argval == first for i in dis.get_instructions(code)
+    ):
+        return None  # it reads its first argument: not ours to drop
+    return wrapped  # type: ignore[no-any-return]
+
+
+_ORIGINAL_INNER_OUTER = _inner_outer_method()
+STYLES_CACHE_FIX: bool = _ORIGINAL_INNER_OUTER is not None
+"""Whether :func:`stop_styles_cache_leak` can replace the method (else Textual's stays)."""
+
+
+@functools.lru_cache(1024)
+def _inner_outer(base_background: Any, background: Any) -> Any:
+    assert _ORIGINAL_INNER_OUTER is not None
+    return _ORIGINAL_INNER_OUTER(None, base_background, background)
+
+
+def _get_inner_outer(self: Any, base_background: Any, background: Any) -> Any:
+    return _inner_outer(base_background, background)
+
+
+def stop_styles_cache_leak() -> bool:
+    """Make ``StylesCache.get_inner_outer`` cache by its two colours only (the same answers,
+    computed by Textual's own function); True when it now does."""
+    if not STYLES_CACHE_FIX:
+        return False
+    _StylesCache.get_inner_outer = _get_inner_outer  # type: ignore[method-assign,assignment]
+    return True

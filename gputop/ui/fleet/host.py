@@ -19,7 +19,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Container
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from gputop.errors import GputopError
 from gputop.fleet.model import FleetGpu, FleetHost, FleetProcess
@@ -27,6 +27,7 @@ from gputop.fleet.text import gib, health_words, stuck_words
 from gputop.ui.fleet.gpu_card import CARD_HEIGHT, CARD_WIDTH, GpuCard
 from gputop.ui.fleet.poller import FleetPoller
 from gputop.ui.plain import plain
+from gputop.ui.widgets.footer import Footer
 
 ReadProcesses = Callable[[FleetHost], "tuple[FleetProcess, ...] | None"]
 

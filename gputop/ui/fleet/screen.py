@@ -13,7 +13,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from gputop.fleet.model import HISTORY_POINTS, HISTORY_STEP_S, Fleet, FleetHost, HostHistory
 from gputop.fleet.text import (
@@ -27,6 +27,7 @@ from gputop.ui.fleet.host_table import HostRow, HostTable
 from gputop.ui.fleet.poller import FleetPoller, stale_s
 from gputop.ui.plain import plain
 from gputop.ui.text import sparkline
+from gputop.ui.widgets.footer import Footer
 
 _WINDOW = f"{(HISTORY_POINTS - 1) * HISTORY_STEP_S / 60:.0f}m"
 # the sparklines of the last minutes (not sortable): mean GPU utilisation, GPU memory used

@@ -9,12 +9,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from gputop import units
 from gputop.engine.gpu_health import assess
 from gputop.engine.history import History
 from gputop.engine.model import GpuSample, Snapshot
+from gputop.ui.widgets.footer import Footer
 from gputop.ui.widgets.gpu_panel import title
 from gputop.units import GiB
 

@@ -11,7 +11,7 @@ from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from gputop import units
 from gputop.engine.history import History
@@ -21,6 +21,7 @@ from gputop.ui.bridge import current_user
 from gputop.ui.keys import MAIN_BINDINGS
 from gputop.ui.plain import plain
 from gputop.ui.screens import too_small as TOO_SMALL
+from gputop.ui.widgets.footer import Footer
 from gputop.ui.widgets.gpu_grid import GpuGrid
 from gputop.ui.widgets.gpu_panel import GpuPanel
 from gputop.ui.widgets.header import HeaderBar

@@ -12,7 +12,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from gputop import cells, units
@@ -24,6 +24,7 @@ from gputop.errors import GputopError
 from gputop.ui import text
 from gputop.ui.keys import signal_keys
 from gputop.ui.rows import row_key
+from gputop.ui.widgets.footer import Footer
 
 ENV_FIRST = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
 

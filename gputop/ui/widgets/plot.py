@@ -16,6 +16,12 @@ class HistoryPlot(PlotextPlot):
         self._interval_s = 1.0
         self._top: float | None = None
 
+    def on_unmount(self) -> None:
+        # PlotextPlot subscribes to theme changes on mount and never unsubscribes; the signal's
+        # callback holds the plot, so each GPU detail screen's six plots stayed alive until the
+        # theme changed (textual-plotext 1.0.1).
+        self.app.theme_changed_signal.unsubscribe(self)
+
     def set_series(
         self,
         series: dict[str, list[float | None]],

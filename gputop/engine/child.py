@@ -284,7 +284,7 @@ def _settle_heap() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(7000, 20, 20)
-    release_free_pages()  # what opening made and freed: 1.2 MiB on the simulated dgx box
+    release_free_pages()  # what opening made and freed (1.3 MiB on dgx: see heap_trim)
 
 
 def serve(opener: Opener, *, on_exit: Callable[[], None]) -> None:

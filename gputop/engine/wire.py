@@ -31,8 +31,9 @@ def rebuild(cls: type, values: tuple[Any, ...]) -> Any:
     (about 13 us each; a dgx snapshot has fifty): the slots' own setters, found once, do it in
     a fraction of that (gputop.engine.maker.from_values).
     """
-    if len(values) != len(field_names(cls)):
-        raise WireError(f"{cls.__name__}: {len(values)} values for {len(field_names(cls))} fields")
+    fields = len(field_names(cls))
+    if len(values) != fields:
+        raise WireError(f"{cls.__name__}: {len(values)} values for {fields} fields")
     return from_values(cls, values)
 
 
